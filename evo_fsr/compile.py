@@ -1,0 +1,227 @@
+"""Compilation Verifier: one ``.cu`` candidate -> a shared object exporting ``launch``.
+
+- The task's prototype is force-included (``-include``) so a ``launch`` with another
+  signature is a compile error, not a silent ABI mismatch at run time.
+- ``#include`` is limited to CUDA and C++ standard headers (``<...>`` only): a candidate cannot
+  pull a file of the user's into the build, and so into diagnostics fed back to an LLM.
+- nvcc runs in its own process group in a private temp dir with a timeout; diagnostics are
+  trimmed and the temp paths rewritten to ``kernel.cu``.
+- Results (successes and failures) are cached by sha256(source, header, flags, nvcc version,
+  arch) under ``cache_dir``; the shared object travels as bytes so a Ray worker on another
+  node needs no shared file system.
+
+Works without a GPU: the target arch comes from the caller, the GPU or a default (sm_90).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .sandbox import SandboxPolicy, run_sandboxed
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ARCH = "sm_90"
+DEFAULT_CACHE_DIR = Path(os.environ.get("EVO_FSR_CACHE", Path.home() / ".cache" / "evo-fsr")) / "kernels"
+MAX_SOURCE_BYTES = 256 * 1024
+MAX_DIAGNOSTIC_LINES = 40
+MAX_DIAGNOSTIC_CHARS = 4000
+BASE_FLAGS = ("-O3", "-shared", "-Xcompiler", "-fPIC", "-std=c++17", "-lineinfo", "--cudart", "shared")
+
+# Headers a candidate may include: the CUDA toolkit's own and the C/C++ standard library.
+_ALLOWED_INCLUDE = re.compile(
+    r"^(cuda[\w./]*|cuda/[\w./]+|cub/[\w./]+|thrust/[\w./]+|cooperative_groups(/[\w.]+)?(\.h)?|"
+    r"mma\.h|sm_\d+_intrinsics\.h|crt/[\w.]+|device_(launch_parameters|functions|atomic_functions)\.h|"
+    r"vector_types\.h|math_constants\.h|curand[\w]*\.h|nvtx3?/[\w./]+|"
+    r"c?(algorithm|array|atomic|bit|cassert|cfloat|climits|cmath|complex|cstddef|cstdint|cstdio|"
+    r"cstdlib|cstring|float\.h|functional|initializer_list|iterator|limits|limits\.h|math\.h|memory|"
+    r"numeric|stddef\.h|stdint\.h|stdio\.h|stdlib\.h|string\.h|tuple|type_traits|utility|assert\.h))$"
+)
+_INCLUDE_RE = re.compile(r"^\s*#\s*(include|include_next|import|embed)\b\s*(.*)$", re.M)
+_INCBIN_RE = re.compile(r"\.incbin|__has_include|#\s*pragma\s+(push_macro|include_alias)", re.I)
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    ok: bool
+    key: str                      # cache key (hex)
+    log: str                      # trimmed diagnostics ("" when clean)
+    seconds: float                # wall time of nvcc (0 on a cache hit)
+    arch: str
+    binary: bytes = b""           # the shared object, when ok
+    cached: bool = False
+    timed_out: bool = False
+
+
+@functools.lru_cache(maxsize=None)
+def nvcc_path() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and (Path(home) / "bin" / "nvcc").is_file():
+            return str(Path(home) / "bin" / "nvcc")
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def nvcc_version() -> str:
+    nvcc = nvcc_path()
+    if not nvcc:
+        return "none"
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    match = re.search(r"release [\d.]+, V([\d.]+)", out)
+    return match.group(1) if match else out.strip().splitlines()[-1]
+
+
+def check_source(source: str) -> str | None:
+    """Why a source is refused before nvcc sees it, or None."""
+    if len(source.encode()) > MAX_SOURCE_BYTES:
+        return f"source is {len(source.encode())} bytes; the limit is {MAX_SOURCE_BYTES}"
+    if "\x00" in source:
+        return "source contains a NUL byte"
+    for match in _INCLUDE_RE.finditer(source):
+        directive, target = match.group(1), match.group(2).strip()
+        line = source.count("\n", 0, match.start()) + 1
+        inner = re.match(r"^<([^<>]+)>", target)
+        if directive != "include" or not inner or not _ALLOWED_INCLUDE.match(inner.group(1).strip()):
+            return (f"kernel.cu:{line}: '#{directive} {target[:60]}' is not allowed: only CUDA and C++ "
+                    "standard headers in <...> may be included")
+    bad = _INCBIN_RE.search(source)
+    if bad:
+        line = source.count("\n", 0, bad.start()) + 1
+        return f"kernel.cu:{line}: '{bad.group(0)}' is not allowed"
+    return None
+
+
+def trim_diagnostics(text: str, workdir: str | Path) -> str:
+    """Compiler output fit for feedback: temp paths -> kernel.cu, errors first, bounded."""
+    text = text.replace(str(workdir) + "/", "").replace(str(workdir), "")
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    keep = [ln for ln in lines if "error" in ln.lower()] or lines
+    rest = [ln for ln in lines if ln not in keep]
+    out = (keep + rest)[:MAX_DIAGNOSTIC_LINES]
+    result = "\n".join(out)
+    if len(lines) > MAX_DIAGNOSTIC_LINES:
+        result += f"\n... ({len(lines) - MAX_DIAGNOSTIC_LINES} more lines)"
+    return result[:MAX_DIAGNOSTIC_CHARS]
+
+
+def cache_key(source: str, header: str, arch: str, extra_flags: tuple[str, ...] = ()) -> str:
+    material = json.dumps([source, header, arch, BASE_FLAGS, extra_flags, nvcc_version()])
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def compile_source(source: str, header: str, arch: str = DEFAULT_ARCH, *,
+                   cache_dir: Path | str | None = DEFAULT_CACHE_DIR, timeout_s: float = 120.0,
+                   extra_flags: tuple[str, ...] = ()) -> CompileResult:
+    """Compile one candidate.  Never raises for a bad candidate: failures are CompileResults."""
+    key = cache_key(source, header, arch, extra_flags)
+    cache = Path(cache_dir) if cache_dir else None
+    if cache:
+        hit = _cache_read(cache, key)
+        if hit:
+            return hit
+    refusal = check_source(source)
+    if refusal:
+        return CompileResult(ok=False, key=key, log=refusal, seconds=0.0, arch=arch)
+    nvcc = nvcc_path()
+    if not nvcc:
+        return CompileResult(ok=False, key=key, arch=arch, seconds=0.0,
+                             log="nvcc not found: install the CUDA toolkit or set CUDA_HOME")
+    result = _run_nvcc(nvcc, source, header, arch, key, timeout_s, extra_flags)
+    if cache and not result.timed_out:
+        _cache_write(cache, result)
+    return result
+
+
+def _run_nvcc(nvcc: str, source: str, header: str, arch: str, key: str, timeout_s: float,
+              extra_flags: tuple[str, ...]) -> CompileResult:
+    with tempfile.TemporaryDirectory(prefix="evo-fsr-nvcc-") as work:
+        Path(work, "kernel.cu").write_text(source)
+        Path(work, "contract.h").write_text(header)
+        cmd = [nvcc, *BASE_FLAGS, f"-arch={arch}", "-include", "contract.h", *extra_flags,
+               "-o", "kernel.so", "kernel.cu"]
+        start = time.perf_counter()
+        outcome = run_sandboxed(cmd, cwd=work, timeout_s=timeout_s, policy=SandboxPolicy.for_compiler())
+        seconds = time.perf_counter() - start
+        diagnostics = trim_diagnostics(outcome.output, work)
+        if outcome.timed_out:
+            return CompileResult(ok=False, key=key, arch=arch, seconds=seconds, timed_out=True,
+                                 log=f"compile timed out after {timeout_s:.0f} s\n{diagnostics}".strip())
+        so = Path(work, "kernel.so")
+        if outcome.returncode != 0 or not so.is_file():
+            return CompileResult(ok=False, key=key, arch=arch, seconds=seconds,
+                                 log=diagnostics or f"nvcc exited with {outcome.returncode}")
+        binary = so.read_bytes()
+        missing = _missing_launch(so)
+        if missing:
+            return CompileResult(ok=False, key=key, arch=arch, seconds=seconds, log=missing)
+        return CompileResult(ok=True, key=key, arch=arch, seconds=seconds, log=diagnostics, binary=binary)
+
+
+def _missing_launch(so: Path) -> str | None:
+    """A reason if the shared object does not export ``launch`` (checked with nm, no dlopen)."""
+    nm = shutil.which("nm")
+    if not nm:
+        return None
+    out = subprocess.run([nm, "-D", "--defined-only", str(so)], capture_output=True, text=True, timeout=60)
+    names = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
+    if "launch" not in names:
+        return 'the shared object exports no `extern "C" launch` symbol (is it declared extern "C"?)'
+    return None
+
+
+def _cache_read(cache: Path, key: str) -> CompileResult | None:
+    meta = cache / f"{key}.json"
+    if not meta.is_file():
+        return None
+    try:
+        data = json.loads(meta.read_text())
+        binary = (cache / f"{key}.so").read_bytes() if data["ok"] else b""
+    except (OSError, ValueError, KeyError):
+        return None
+    return CompileResult(ok=data["ok"], key=key, log=data["log"], seconds=0.0, arch=data["arch"],
+                         binary=binary, cached=True)
+
+
+def _cache_write(cache: Path, result: CompileResult) -> None:
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        if result.ok:
+            tmp = cache / f"{result.key}.so.tmp{os.getpid()}"
+            tmp.write_bytes(result.binary)
+            tmp.replace(cache / f"{result.key}.so")
+        tmp = cache / f"{result.key}.json.tmp{os.getpid()}"
+        tmp.write_text(json.dumps({"ok": result.ok, "log": result.log, "arch": result.arch,
+                                   "seconds": result.seconds}))
+        tmp.replace(cache / f"{result.key}.json")
+    except OSError as exc:  # a read-only or full cache must not fail the compile
+        log.warning("compile cache not written (%s): %s", cache, exc)
+
+
+def detect_arch() -> str | None:
+    """The first visible GPU's arch (``sm_90``) via nvidia-smi, or None without a GPU."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    first = out.stdout.strip().splitlines()[:1]
+    if out.returncode != 0 or not first or not re.match(r"^\d+\.\d+$", first[0].strip()):
+        return None
+    return "sm_" + first[0].strip().replace(".", "")
+

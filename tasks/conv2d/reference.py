@@ -1,0 +1,41 @@
+"""conv2d: seeded inputs and a float64 reference (NumPy on CPU, CuPy on GPU via ``xp``)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+
+def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) -> dict[str, np.ndarray]:
+    N, C, H, W, K, R, S = (int(dims[k]) for k in ("N", "C", "H", "W", "K", "R", "S"))
+    x = rng.standard_normal((N, C, H, W), dtype=np.float32)
+    w = rng.standard_normal((K, C, R, S), dtype=np.float32) / np.float32(np.sqrt(C * R * S))
+    if case == "large_magnitude":
+        x *= np.float32(1e4)
+        w *= np.float32(1e3)
+    elif case == "cancellation":
+        # half the channels are the negation of the other half: sums cancel to small values
+        x[:, C // 2: 2 * (C // 2)] = -x[:, : C // 2]
+        w[:, C // 2: 2 * (C // 2)] = w[:, : C // 2] * np.float32(1.0001)
+    elif case != "random":
+        raise ValueError(f"unknown case {case!r}")
+    return {"x": x, "w": w}
+
+
+def reference(inputs: Mapping[str, Any], dims: Mapping[str, int], xp: Any = np) -> dict[str, Any]:
+    """y = conv2d(x, w) in float64, by accumulating R*S shifted matrix products."""
+    x = xp.asarray(inputs["x"], dtype=xp.float64)
+    w = xp.asarray(inputs["w"], dtype=xp.float64)
+    N, C, H, W = x.shape
+    K, _, R, S = w.shape
+    pad, stride = int(dims["pad"]), int(dims["stride"])
+    P = (H + 2 * pad - R) // stride + 1
+    Q = (W + 2 * pad - S) // stride + 1
+    xpad = xp.zeros((N, C, H + 2 * pad, W + 2 * pad), dtype=xp.float64)
+    xpad[:, :, pad:pad + H, pad:pad + W] = x
+    y = xp.zeros((N, K, P, Q), dtype=xp.float64)
+    for r in range(R):
+        for s in range(S):
+            patch = xpad[:, :, r:r + stride * (P - 1) + 1:stride, s:s + stride * (Q - 1) + 1:stride]
+            y += xp.einsum("ncpq,kc->nkpq", patch, w[:, :, r, s])
+    return {"y": y}
