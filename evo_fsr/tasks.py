@@ -146,6 +146,24 @@ class Task:
         return _make_shape(self.root / "task.yaml", where, values, self.derived, self.args,
                            self.precision)
 
+    def parse_shape(self, text: str) -> Shape:
+        """A Shape from ``"N=32,C=64,..."`` (command line); raises TaskError on a bad value."""
+        values: dict[str, Any] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            key, sep, value = part.partition("=")
+            if not sep or not key.strip():
+                raise TaskError(self.root / "task.yaml", "--shape", f"{part!r} is not key=value")
+            try:
+                values[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else float(value)
+            except ValueError:
+                raise TaskError(self.root / "task.yaml", f"--shape {key}", f"{value!r} is not a number") from None
+        needed = {n for a in self.args for f in (*a.shape, *([a.value] if a.value else []))
+                  for n in f.names} - {name for name, _ in self.derived}
+        missing = sorted(needed - set(values))
+        if missing:
+            raise TaskError(self.root / "task.yaml", "--shape", f"missing dims: {', '.join(missing)}")
+        return self.make_shape(values, where="--shape")
+
     def flops_of(self, shape: Shape) -> float:
         return float(self.flops(shape.env))
 

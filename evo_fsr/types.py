@@ -139,6 +139,32 @@ class EvalResult:
         speed = self.geomean_speedup if self.status is Status.OK else None
         return (float(tier), float(speed or 0.0))
 
+    @property
+    def rejection(self) -> str | None:
+        """Why a candidate earned nothing, as a short code for counters, or None when OK.
+
+        e.g. ``compile_error``, ``crash``, ``timeout``, ``wrong:unwritten``, ``wrong:tolerance``,
+        ``wrong:input-modified``, ``wrong:nondeterministic``, ``wrong:benchmark-shape``,
+        ``flagged:escaped-stream``, ``flagged:under-floor``.
+        """
+        if self.status is Status.OK:
+            return None
+        if self.status is Status.FLAGGED:
+            flags = [f.split(":", 1)[0] for t in self.timings for f in t.flags]
+            return "flagged:" + (flags[0] if flags else "other")
+        if self.status is Status.WRONG and self.mismatch is not None:
+            reason = self.mismatch.reason
+            if self.mismatch.output.startswith("input:"):
+                return "wrong:input-modified"
+            if "non-deterministic" in reason:
+                return "wrong:nondeterministic"
+            if "benchmark" in self.summary:
+                return "wrong:benchmark-shape"
+            if reason.startswith(("nan", "inf")):
+                return "wrong:unwritten-or-nonfinite"
+            return "wrong:tolerance"
+        return self.status.value
+
     def log(self, stage: str) -> str:
         return "\n".join(text for name, text in self.logs if name == stage)
 

@@ -35,3 +35,9 @@ def reference(inputs: Mapping[str, Any], dims: Mapping[str, int], xp: Any = np) 
             patch = xpad[:, :, r:r + stride * (P - 1) + 1:stride, s:s + stride * (Q - 1) + 1:stride]
             y += xp.einsum("ncpq,kc->nkpq", patch, w[:, :, r, s])
     return {"y": y}
+
+
+def library(inputs: Mapping[str, Any], dims: Mapping[str, int], torch: Any) -> dict[str, Any]:
+    """The library implementation timed beside candidates: cuDNN through PyTorch, fp32 (TF32 off)."""
+    y = torch.nn.functional.conv2d(inputs["x"], inputs["w"], padding=int(dims["pad"]), stride=int(dims["stride"]))
+    return {"y": y}

@@ -1,0 +1,125 @@
+"""`evo-fsr eval` / scripts/evaluate.py: the verdict on one kernel file, as a table."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..compile import DEFAULT_ARCH, compile_source, detect_arch
+from ..evaluate import EvalConfig, Evaluator
+from ..tasks import TaskError, get_task
+from ..types import Candidate, EvalResult
+from .common import UserError, fail, setup_logging
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="evaluate.py", description=(
+        "Compile, validate and profile one CUDA kernel candidate against a task's naive seed."))
+    p.add_argument("kernel", nargs="+", help="path to a .cu file, or seed:NAME for one of the task's seeds")
+    p.add_argument("--task", required=True, help="task name (see `evo-fsr tasks`)")
+    p.add_argument("--shapes", help="benchmark set of the task (default: the task's default set)")
+    p.add_argument("--shape", action="append", default=[], help="your own benchmark shape k=v,... (repeatable)")
+    p.add_argument("--arch", help="nvcc target, e.g. sm_90 (default: the GPU's; sm_90 with --compile-only and no GPU)")
+    p.add_argument("--compile-only", action="store_true", help="only run the Compilation Verifier (no GPU needed)")
+    p.add_argument("--trials", type=int, default=50, help="max timed trials per shape (default 50)")
+    p.add_argument("--seeds", type=int, default=2, help="validation input seeds per shape (default 2)")
+    p.add_argument("--no-library", action="store_true", help="skip timing the library implementation (torch)")
+    p.add_argument("--json", type=Path, help="also write the EvalResults as JSON to this file")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def _load_source(task_seeds: dict[str, str], spec: str) -> tuple[str, str]:
+    if spec.startswith("seed:"):
+        name = spec[5:]
+        if name not in task_seeds:
+            raise UserError(f"{spec}: the task has no seed {name!r} (has: {', '.join(task_seeds)})")
+        return name, task_seeds[name]
+    path = Path(spec)
+    if not path.is_file():
+        raise UserError(f"{spec}: no such file")
+    try:
+        return path.name, path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{spec}: cannot read: {exc}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        task = get_task(args.task)
+        sources = [_load_source(task.seeds(), spec) for spec in args.kernel]
+        shapes = tuple(task.parse_shape(s) for s in args.shape)
+        if args.shapes:
+            task.benchmark(args.shapes)
+    except (TaskError, UserError) as exc:
+        return fail(str(exc))
+    except KeyError as exc:
+        return fail(str(exc.args[0]))
+    if args.compile_only:
+        return _compile_only(task, sources, args.arch)
+    config = EvalConfig(benchmark=args.shapes, shapes=shapes, arch=args.arch, max_trials=args.trials,
+                        validation_seeds=args.seeds)
+    evaluator = Evaluator(task, config)
+    try:
+        gpu = evaluator.gpu_info
+    except Exception as exc:  # noqa: BLE001 - no GPU / no driver: one clear line
+        return fail(f"no usable CUDA GPU ({str(exc).splitlines()[0][:200]}); "
+                    "use --compile-only on a machine without one", code=3)
+    print(f"GPU: {gpu.describe()}")
+    results = []
+    for label, source in sources:
+        result = evaluator.evaluate(Candidate(task=task.name, source=source, label=label))
+        results.append(result)
+        _print_result(label, result, evaluator, with_library=not args.no_library)
+    if args.json:
+        args.json.write_text(json.dumps([r.to_dict() for r in results], indent=1))
+    return 0 if all(r.status.correct for r in results) else 1
+
+
+def _compile_only(task, sources, arch: str | None) -> int:  # type: ignore[no-untyped-def]
+    arch = arch or detect_arch() or DEFAULT_ARCH
+    ok = True
+    for label, source in sources:
+        result = compile_source(source, task.header(), arch)
+        status = "ok" if result.ok else "COMPILE_ERROR"
+        print(f"{label}: {status} ({arch}, {result.seconds:.1f} s{', cached' if result.cached else ''})")
+        if result.log:
+            print("  " + result.log.replace("\n", "\n  "))
+        ok &= result.ok
+    return 0 if ok else 1
+
+
+def _print_result(label: str, result: EvalResult, evaluator: Evaluator, with_library: bool) -> None:
+    print(f"\n{label}: {result.status.value.upper()}  {result.summary}")
+    if result.mismatch:
+        print(f"  first mismatch: {result.mismatch.describe()}")
+    if not result.timings:
+        for stage, text in result.logs:
+            if text.strip():
+                print(f"  [{stage}] " + text.strip()[:1500].replace("\n", "\n  "))
+        return
+    lib_ms = {}
+    if with_library:
+        from ..library import library_median_ms  # noqa: PLC0415 - imports torch lazily
+        for shape in evaluator.bench_shapes:
+            inputs, expected = evaluator.benchmark_case(shape)
+            lib_ms[shape.label] = library_median_ms(evaluator.task, shape, inputs, expected)
+    header = f"  {'shape':<28} {'median ms':>10} {'naive ms':>10} {'speedup':>8} {'% SOL':>6} {'torch ms':>9} {'vs torch':>8}  flags"
+    print(header)
+    for t in result.timings:
+        lib = lib_ms.get(t.shape_label)
+        lib_txt = f"{lib:9.4f}" if lib else f"{'-':>9}"
+        vs = f"{lib / t.median_ms:7.2f}x" if lib else f"{'-':>8}"
+        print(f"  {t.shape_label[:28]:<28} {t.median_ms:10.4f} {t.baseline_median_ms:10.4f} {t.speedup:7.2f}x "
+              f"{100 * t.fraction_of_light:5.1f}% {lib_txt} {vs}  {'; '.join(t.flags)}")
+    geo = result.geomean_speedup
+    print(f"  geomean speedup over naive: {geo:.3f}x" if geo else "  geomean speedup: -")
+    print(f"  evaluation wall time (compile excluded): {result.evaluate_seconds:.2f} s, "
+          f"timed trials per shape: {result.timings[0].trials}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Trusted side of the runner protocol: start a sandboxed runner, send commands, await replies.
+
+Replies travel on a dedicated pipe (not stdout, which the candidate can write to).  A reply that
+does not come within its timeout kills the runner's whole process group; a runner that dies
+(segfault, abort, exit(0) from host code, CUDA fault) surfaces as ``RunnerDied`` with its
+exit status and bounded output.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .sandbox import BoundedOutput, SandboxPolicy, kill_group, spawn_sandboxed
+
+RUNNER_SCRIPT = Path(__file__).resolve().parent / "runner.py"
+
+
+class RunnerTimeout(Exception):
+    pass
+
+
+class RunnerDied(Exception):
+    def __init__(self, message: str, returncode: int | None) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+
+
+class RunnerProcess:
+    """One runner process in ``workdir``; use as a context manager (always killed on exit)."""
+
+    def __init__(self, workdir: Path, policy: SandboxPolicy | None = None, init_timeout_s: float = 60.0) -> None:
+        self.workdir = workdir
+        cmd_r, self._cmd_w = os.pipe()
+        self._reply_r, reply_w = os.pipe()
+        try:
+            self.proc, self.output = spawn_sandboxed(
+                [sys.executable, "-I", str(RUNNER_SCRIPT), str(workdir), str(cmd_r), str(reply_w)],
+                cwd=str(workdir), policy=policy or SandboxPolicy.for_candidate(), pass_fds=(cmd_r, reply_w))
+        finally:
+            os.close(cmd_r)
+            os.close(reply_w)
+        self._buffer = b""
+        self.started = time.perf_counter()
+        self.await_reply(init_timeout_s)
+
+    def __enter__(self) -> "RunnerProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        try:
+            os.write(self._cmd_w, (json.dumps(message) + "\n").encode())
+        except BrokenPipeError:
+            raise self._died() from None
+        return self.await_reply(timeout_s)
+
+    def await_reply(self, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                kill_group(self.proc)
+                raise RunnerTimeout(f"no reply within {timeout_s:.0f} s")
+            ready, _, _ = select.select([self._reply_r], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self._reply_r, 1 << 16)
+            if not chunk:
+                raise self._died()
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        reply = json.loads(line)
+        if "error" in reply and reply.get("op") == "init":
+            raise RunnerDied(f"runner could not start: {reply['error']}", None)
+        return reply
+
+    def _died(self) -> RunnerDied:
+        try:
+            code = self.proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - still running after closing its pipe: kill it
+            kill_group(self.proc)
+            code = self.proc.returncode
+        if code is not None and code < 0:
+            try:
+                what = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                what = f"killed by signal {-code}"
+        else:
+            what = f"exited with status {code}"
+        return RunnerDied(f"candidate process {what}", code)
+
+    def log_text(self) -> str:
+        return self.output.text(join_timeout_s=1.0)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.write(self._cmd_w, b'{"op": "exit"}\n')
+                self.proc.wait(timeout=2)
+            except Exception:  # noqa: BLE001 - any failure here ends in the kill below
+                pass
+        kill_group(self.proc)
+        for fd in (self._cmd_w, self._reply_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+__all__ = ["RunnerProcess", "RunnerTimeout", "RunnerDied", "BoundedOutput"]

@@ -1,0 +1,63 @@
+"""A library implementation's time (PyTorch / cuDNN / cuBLAS), for context in verdict tables.
+
+A task's reference.py may define ``library(inputs, dims, torch) -> outputs``.  It is timed here
+in the trusted process, under the task's precision policy (TF32 off for fp32_strict), with
+the same method as candidates: L2 flushed before each trial, CUDA events, median.  Its output
+is checked against the reference too, so a mis-specified library call cannot set the bar.
+"""
+from __future__ import annotations
+
+import logging
+import statistics
+from typing import Any
+
+import numpy as np
+
+from .tasks import Shape, Task
+from .validate import check_outputs
+
+log = logging.getLogger(__name__)
+
+
+def library_median_ms(task: Task, shape: Shape, inputs: dict[str, np.ndarray], expected: dict[str, np.ndarray],
+                      trials: int = 30) -> float | None:
+    """Median ms of the task's library implementation, or None (no torch, no GPU, none defined)."""
+    fn = getattr(task.reference_module, "library", None)
+    if fn is None:
+        return None
+    try:
+        import torch  # noqa: PLC0415 - optional
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    strict = task.precision == "fp32_strict"
+    torch.backends.cuda.matmul.allow_tf32 = not strict
+    torch.backends.cudnn.allow_tf32 = not strict
+    dev = torch.device("cuda")
+    tensors = {k: torch.from_numpy(np.ascontiguousarray(v)).to(dev) for k, v in inputs.items()}
+    try:
+        with torch.no_grad():
+            out = fn(tensors, shape.env, torch)
+            got = {k: v.detach().cpu().numpy() for k, v in out.items()}
+            bad = check_outputs(got, expected, inputs, shape.env, task.tol, shape.label,
+                                exact=task.precision == "exact", custom_compare=task.custom_compare)
+            if bad:
+                log.warning("library implementation of %s disagrees with the reference: %s", task.name, bad.describe())
+                return None
+            flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            for _ in range(3):
+                fn(tensors, shape.env, torch)
+            times = []
+            for _ in range(trials):
+                flush.fill_(1)
+                start.record()
+                fn(tensors, shape.env, torch)
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+    except Exception as exc:  # noqa: BLE001 - context only: never fail a verdict over it
+        log.warning("library timing failed for %s %s: %s", task.name, shape.label, exc)
+        return None
+    return float(statistics.median(times))

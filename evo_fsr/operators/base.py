@@ -1,0 +1,67 @@
+"""Variation operators: the base class, their outcomes and the context they run in.
+
+An operator turns parents into one ``Offspring`` (a new source) or a ``Rejected`` outcome with
+the reason (an unusable LLM reply, no knobs to change, budget exhausted): rejected work is
+recorded and costs no GPU time.  Knob operators draw from the engine's RNG in the engine
+thread; LLM operators use no RNG and may run in worker threads.
+"""
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence
+
+from ..types import EvalResult, GpuInfo
+
+if TYPE_CHECKING:
+    from ..llm.client import ChatClient
+    from ..population import Individual
+
+
+@dataclass(frozen=True)
+class Offspring:
+    source: str
+    operator: str
+    parents: tuple[str, ...]
+    llm_call: int | None = None       # id of the recorded LLM call that wrote it
+    replayed: bool = False            # the reply came from a recorded run
+
+
+@dataclass(frozen=True)
+class Rejected:
+    operator: str
+    parents: tuple[str, ...]
+    reason: str
+    llm_call: int | None = None
+    reply_excerpt: str = ""
+
+
+Outcome = Offspring | Rejected
+
+
+@dataclass(frozen=True)
+class VariationContext:
+    """What operators may read: the task text, the GPU, the LLM and feedback by candidate id."""
+
+    task_name: str
+    task_description: str
+    gpu_info: GpuInfo | None = None
+    llm: "ChatClient | None" = None
+    results: Mapping[str, EvalResult] = field(default_factory=dict)
+    knob_mutation_rate: float = 0.3
+
+    def feedback(self, candidate_id: str) -> EvalResult | None:
+        return self.results.get(candidate_id)
+
+
+class Operator(ABC):
+    name: ClassVar[str]
+    arity: ClassVar[int] = 1            # parents it takes
+    needs_llm: ClassVar[bool] = False
+    wants_failed_parent: ClassVar[bool] = False   # repair: parent drawn among failed candidates
+
+    @abstractmethod
+    def vary(self, parents: Sequence["Individual"], context: VariationContext,
+             rng: random.Random | None = None) -> Outcome:
+        """One offspring or the reason there is none; never raises for bad input."""

@@ -1,0 +1,66 @@
+"""Knob mutation and knob crossover: new values within each knob's declared set, no LLM."""
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Sequence
+
+from ..knobs import parse_knobs, set_knobs
+from .base import Offspring, Operator, Outcome, Rejected, VariationContext
+
+if TYPE_CHECKING:
+    from ..population import Individual
+
+
+def random_knob_variant(source: str, rng: random.Random) -> str | None:
+    """The source with every knob set to a random allowed value (None without knobs)."""
+    knobs = parse_knobs(source)
+    if not knobs:
+        return None
+    return set_knobs(source, {name: rng.choice(knob.choices) for name, knob in knobs.items()})
+
+
+class KnobMutation(Operator):
+    """Each knob changes with probability ``knob_mutation_rate``; at least one always changes."""
+
+    name = "knob_mutate"
+
+    def vary(self, parents: Sequence["Individual"], context: VariationContext,
+             rng: random.Random | None = None) -> Outcome:
+        rng = rng or random.Random()
+        parent = parents[0]
+        knobs = {n: k for n, k in parse_knobs(parent.source).items() if len(k.choices) > 1}
+        if not knobs:
+            return Rejected(self.name, (parent.id,), "parent has no knob with more than one value")
+        names = list(knobs)
+        changing = [n for n in names if rng.random() < context.knob_mutation_rate]
+        if not changing:
+            changing = [rng.choice(names)]
+        values = {}
+        for name in changing:
+            knob = knobs[name]
+            values[name] = rng.choice([c for c in knob.choices if c != knob.value] or list(knob.choices))
+        return Offspring(set_knobs(parent.source, values), self.name, (parent.id,))
+
+
+class KnobCrossover(Operator):
+    """Uniform crossover of the knobs both parents share (same name, value allowed in A)."""
+
+    name = "knob_crossover"
+    arity = 2
+
+    def vary(self, parents: Sequence["Individual"], context: VariationContext,
+             rng: random.Random | None = None) -> Outcome:
+        rng = rng or random.Random()
+        a, b = parents[0], parents[1]
+        knobs_a, knobs_b = parse_knobs(a.source), parse_knobs(b.source)
+        shared = [n for n in knobs_a if n in knobs_b and knobs_b[n].value in knobs_a[n].choices
+                  and knobs_b[n].value != knobs_a[n].value]
+        if not shared:
+            return Rejected(self.name, (a.id, b.id), "the parents share no knob with different values")
+        values = {n: knobs_b[n].value for n in shared if rng.random() < 0.5}
+        if not values:                              # take at least one knob from B
+            pick = rng.choice(shared)
+            values = {pick: knobs_b[pick].value}
+        elif len(values) == len(shared) > 1:        # and keep at least one of A's
+            del values[rng.choice(shared)]
+        return Offspring(set_knobs(a.source, values), self.name, (a.id, b.id))

@@ -1,0 +1,219 @@
+"""The candidate runner: the only process that loads an untrusted kernel.
+
+Started by evaluate.py as ``python runner.py WORKDIR CMD_FD REPLY_FD`` inside the sandbox,
+one fresh process per candidate.  It never sees the reference: it reads inputs from .npy files
+the trusted side wrote, runs ``launch``, and writes raw outputs and raw times back.  Every
+verdict is computed by the trusted side from those raw data.
+
+Commands (JSON lines on CMD_FD, one JSON reply each on REPLY_FD):
+  {"op": "probe"}                                  device properties + measured bandwidth
+  {"op": "run", "lib", "dir", "shapes", "scalars"} one launch on fresh, NaN-poisoned outputs
+  {"op": "time", "lib": [cand, base], "dir", ...}  interleaved, L2-flushed, event + host timing
+  {"op": "exit"}
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cudart import (MEMCPY_DEVICE_TO_DEVICE, MEMCPY_DEVICE_TO_HOST,  # noqa: E402
+                    MEMCPY_HOST_TO_DEVICE, CudaError, Runtime)
+
+POISON_BYTE = 0xFF          # float32/64/16 NaN; -1 for signed integers
+SCALAR_CTYPES = {"int32": ctypes.c_int, "int64": ctypes.c_longlong,
+                 "float32": ctypes.c_float, "float64": ctypes.c_double}
+
+
+class Runner:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.job = json.loads((workdir / "job.json").read_text())
+        self.rt = Runtime()
+        self.rt.set_device(int(self.job.get("device", 0)))
+        self.stream = self.rt.stream_create()
+        self.start_event, self.end_event = self.rt.event_create(), self.rt.event_create()
+        self.flush_bytes = 0
+        self.flush_ptr = 0
+        self.launchers: dict[str, Any] = {}
+
+    # -- helpers --------------------------------------------------------------------------
+    def launcher(self, lib: str) -> Any:
+        if lib not in self.launchers:
+            handle = ctypes.CDLL(str(self.workdir / self.job["libs"][lib]), mode=ctypes.RTLD_LOCAL)
+            fn = handle.launch
+            fn.restype = ctypes.c_int
+            fn.argtypes = [ctypes.c_void_p if a["role"] != "scalar" else SCALAR_CTYPES[a["dtype"]]
+                           for a in self.job["args"]]
+            self.launchers[lib] = fn
+        return self.launchers[lib]
+
+    def ensure_flush_buffer(self) -> None:
+        if not self.flush_ptr:
+            l2 = self.rt.attribute("l2_cache_size")
+            self.flush_bytes = max(4 * l2, 64 * 2**20)   # write > 2x L2 before every trial
+            self.flush_ptr = self.rt.malloc(self.flush_bytes)
+
+    def upload(self, msg: dict[str, Any]) -> dict[str, tuple[int, int, np.ndarray | None]]:
+        """Allocate every buffer; inputs/inouts from .npy, outputs/workspaces NaN-poisoned."""
+        folder = self.workdir / msg["dir"]
+        buffers: dict[str, tuple[int, int, np.ndarray | None]] = {}
+        for arg in self.job["args"]:
+            if arg["role"] in ("scalar", "stream"):
+                continue
+            shape = msg["shapes"][arg["name"]]
+            nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(arg["np_dtype"]).itemsize
+            ptr = self.rt.malloc(nbytes)
+            host = None
+            if arg["role"] in ("input", "inout"):
+                host = np.ascontiguousarray(np.load(folder / f"{arg['name']}.npy"))
+                if host.nbytes != nbytes:
+                    raise ValueError(f"{arg['name']}: file has {host.nbytes} bytes, expected {nbytes}")
+                self.rt.memcpy_async(ptr, host.ctypes.data, nbytes, MEMCPY_HOST_TO_DEVICE, self.stream)
+            else:
+                self.rt.memset_async(ptr, POISON_BYTE, nbytes, self.stream)
+            buffers[arg["name"]] = (ptr, nbytes, host)
+        self.rt.stream_synchronize(self.stream)
+        return buffers
+
+    def call_args(self, msg: dict[str, Any], buffers: dict[str, tuple[int, int, Any]]) -> list[Any]:
+        args: list[Any] = []
+        for arg in self.job["args"]:
+            if arg["role"] == "stream":
+                args.append(ctypes.c_void_p(self.stream))
+            elif arg["role"] == "scalar":
+                args.append(SCALAR_CTYPES[arg["dtype"]](msg["scalars"][arg["name"]]))
+            else:
+                args.append(ctypes.c_void_p(buffers[arg["name"]][0]))
+        return args
+
+    def free(self, buffers: dict[str, tuple[int, int, Any]]) -> None:
+        for ptr, _, _ in buffers.values():
+            self.rt.free(ptr)
+
+    # -- commands -------------------------------------------------------------------------
+    def probe(self, msg: dict[str, Any]) -> dict[str, Any]:
+        rt = self.rt
+        info = {name: rt.attribute(name) for name in (
+            "clock_rate_khz", "multiprocessor_count", "l2_cache_size", "compute_capability_major",
+            "compute_capability_minor", "max_registers_per_block", "max_shared_memory_per_block",
+            "max_shared_memory_per_block_optin", "memory_clock_rate_khz", "global_memory_bus_width")}
+        info["name"] = rt.device_name()
+        nbytes = 512 * 2**20
+        src, dst = rt.malloc(nbytes), rt.malloc(nbytes)
+        rt.memset_async(src, 1, nbytes, self.stream)
+        times = []
+        for i in range(12):
+            rt.event_record(self.start_event, self.stream)
+            rt.memcpy_async(dst, src, nbytes, MEMCPY_DEVICE_TO_DEVICE, self.stream)
+            rt.event_record(self.end_event, self.stream)
+            rt.stream_synchronize(self.stream)
+            if i >= 2:
+                times.append(rt.elapsed_ms(self.start_event, self.end_event))
+        rt.free(src)
+        rt.free(dst)
+        info["copy_bandwidth_gbps"] = 2 * nbytes / (float(np.median(times)) * 1e-3) / 1e9
+        return info
+
+    def run(self, msg: dict[str, Any]) -> dict[str, Any]:
+        fn = self.launcher(msg["lib"])
+        buffers = self.upload(msg)
+        rc = int(fn(*self.call_args(msg, buffers)))
+        # device-wide: work that escaped the harness stream still lands in the outputs, so the
+        # verdict on it is deterministic (the timing stage flags it as escaped-stream)
+        self.rt.device_synchronize()
+        err = self.rt.last_error()
+        folder = self.workdir / msg["dir"]
+        for arg in self.job["args"]:
+            if arg["role"] in ("scalar", "stream", "workspace"):
+                continue
+            ptr, nbytes, _ = buffers[arg["name"]]
+            out = np.empty(msg["shapes"][arg["name"]], dtype=arg["np_dtype"])
+            self.rt.memcpy_async(out.ctypes.data, ptr, nbytes, MEMCPY_DEVICE_TO_HOST, self.stream)
+            self.rt.stream_synchronize(self.stream)
+            prefix = "out" if arg["role"] != "input" else "after"
+            np.save(folder / f"{prefix}_{arg['name']}.npy", out)
+        self.free(buffers)
+        return {"rc": rc, "last_error": err, "last_error_name": self.rt.error_name(err) if err else ""}
+
+    def time(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.ensure_flush_buffer()
+        libs: list[str] = msg["lib"]
+        fns = [self.launcher(lib) for lib in libs]
+        buffers = self.upload(msg)
+        args = self.call_args(msg, buffers)
+        rt, stream = self.rt, self.stream
+        for _ in range(int(msg.get("warmup", 3))):
+            for fn in fns:
+                fn(*args)
+        rt.device_synchronize()
+        event_ms: dict[str, list[float]] = {lib: [] for lib in libs}
+        host_ms: dict[str, list[float]] = {lib: [] for lib in libs}
+        max_trials, min_trials = int(msg["max_trials"]), int(msg["min_trials"])
+        deadline = time.perf_counter() + float(msg["budget_s"])
+        trial = 0
+        while trial < max_trials and (trial < min_trials or time.perf_counter() < deadline):
+            order = range(len(libs)) if trial % 2 == 0 else reversed(range(len(libs)))
+            for i in order:
+                rt.memset_async(self.flush_ptr, trial & 0xFF, self.flush_bytes, stream)   # flush L2
+                rt.device_synchronize()
+                t0 = time.perf_counter()
+                rt.event_record(self.start_event, stream)
+                rc = fns[i](*args)
+                rt.event_record(self.end_event, stream)
+                rt.device_synchronize()        # device-wide: waits for work that escaped the stream
+                t1 = time.perf_counter()
+                if rc != 0:
+                    return {"error": f"{libs[i]} launch returned {rc} ({rt.error_name(rc)})", "lib": libs[i]}
+                err = rt.last_error()
+                if err:
+                    return {"error": f"{libs[i]}: {rt.error_name(err)}", "lib": libs[i]}
+                event_ms[libs[i]].append(rt.elapsed_ms(self.start_event, self.end_event))
+                host_ms[libs[i]].append((t1 - t0) * 1e3)
+            trial += 1
+        self.free(buffers)
+        return {"event_ms": event_ms, "host_ms": host_ms}
+
+
+def main(argv: list[str]) -> int:
+    workdir, cmd_fd, reply_fd = Path(argv[1]), int(argv[2]), int(argv[3])
+    commands = os.fdopen(cmd_fd, "r")
+    replies = os.fdopen(reply_fd, "w")
+
+    def reply(data: dict[str, Any]) -> None:
+        replies.write(json.dumps(data) + "\n")
+        replies.flush()
+
+    try:
+        runner = Runner(workdir)
+    except (CudaError, OSError) as exc:
+        reply({"op": "init", "error": str(exc)})
+        return 3
+    reply({"op": "init", "ok": True})
+    for line in commands:
+        msg = json.loads(line)
+        op = msg["op"]
+        if op == "exit":
+            reply({"op": "exit", "ok": True})
+            return 0
+        try:
+            result = getattr(runner, op)(msg)
+        except CudaError as exc:
+            reply({"op": op, "error": str(exc), "cuda_error": exc.name})
+            return 4     # a CUDA fault poisons the context: this process must go
+        except (OSError, ValueError, KeyError, AttributeError) as exc:
+            reply({"op": op, "error": f"{type(exc).__name__}: {exc}"})
+            return 5
+        reply({"op": op, **result})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,25 @@
+"""relu: seeded inputs and a float64 reference (NumPy on CPU, CuPy on GPU via ``xp``)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+
+def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) -> dict[str, np.ndarray]:
+    n = int(dims["n"])
+    x = rng.standard_normal(n, dtype=np.float32)
+    if case == "large_magnitude":
+        x *= np.float32(1e30)
+    elif case == "all_negative_but_one":
+        # the output must not be all zeros: one positive element at a random position
+        x = -np.abs(x) - np.float32(1e-3)
+        x[int(rng.integers(n))] = np.float32(1.5)
+    elif case != "random":
+        raise ValueError(f"unknown case {case!r}")
+    return {"x": x}
+
+
+def reference(inputs: Mapping[str, Any], dims: Mapping[str, int], xp: Any = np) -> dict[str, Any]:
+    x = xp.asarray(inputs["x"], dtype=xp.float64)
+    return {"y": xp.maximum(x, 0.0)}
