@@ -18,6 +18,7 @@ Stages:
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -168,28 +169,33 @@ class Evaluator:
                                        f"declared {want} {arg.dims_of(shape.env)}")
         return inputs
 
-    def reference_for(self, inputs: dict[str, np.ndarray], shape: Shape, on_gpu: bool) -> dict[str, np.ndarray]:
-        if on_gpu:
-            import cupy  # noqa: PLC0415 - optional; only the trusted evaluator process imports it
-            ref = self.task.reference({k: cupy.asarray(v) for k, v in inputs.items()}, shape.env, xp=cupy)
-            return {k: cupy.asnumpy(v) for k, v in ref.items()}
-        return {k: np.asarray(v) for k, v in self.task.reference(inputs, shape.env, xp=np).items()}
+    def reference_for(self, inputs: dict[str, np.ndarray], shape: Shape, xp: Any = np) -> dict[str, Any]:
+        """float64 reference outputs, as ``xp`` arrays (NumPy on the CPU or CuPy on the GPU)."""
+        if xp is np:
+            return {k: np.asarray(v) for k, v in self.task.reference(inputs, shape.env, xp=np).items()}
+        ref = self.task.reference({k: xp.asarray(v) for k, v in inputs.items()}, shape.env, xp=xp)
+        return {k: xp.asarray(v) for k, v in ref.items()}
 
-    def benchmark_case(self, shape: Shape) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Inputs (fixed seed) and reference of a benchmark shape, computed once per evaluator."""
+    def benchmark_case(self, shape: Shape) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Inputs (fixed seed) and reference of a benchmark shape, computed once per evaluator;
+        the reference stays on the GPU when CuPy is used (``self.bench_xp``)."""
         if shape.label not in self._bench_cache:
             inputs = self.make_case(shape, BENCHMARK_SEED)
-            self._bench_cache[shape.label] = (inputs, self.reference_for(inputs, shape, self._gpu_reference()))
+            self._bench_cache[shape.label] = (inputs, self.reference_for(inputs, shape, self.bench_xp))
         return self._bench_cache[shape.label]
 
-    def _gpu_reference(self) -> bool:
+    @functools.cached_property
+    def bench_xp(self) -> Any:
+        """CuPy for benchmark references and comparisons when usable, else NumPy."""
         if self.config.reference_device == "cpu":
-            return False
+            return np
         try:
-            import cupy  # noqa: F401, PLC0415
-            return bool(cupy.cuda.runtime.getDeviceCount() > 0)
+            import cupy  # noqa: PLC0415 - optional; only the trusted evaluator process imports it
+            if cupy.cuda.runtime.getDeviceCount() > 0:
+                return cupy
         except Exception:  # noqa: BLE001 - no CuPy or no usable GPU: NumPy on the CPU
-            return False
+            log.info("CuPy unavailable: benchmark references computed with NumPy on the CPU")
+        return np
 
 
 class _Session:
@@ -253,15 +259,15 @@ class _Session:
         shutil.rmtree(folder, ignore_errors=True)
         return raw
 
-    def _check(self, raw: dict[str, np.ndarray], inputs: dict[str, np.ndarray], expected: dict[str, np.ndarray],
-               shape: Shape) -> Mismatch | None:
+    def _check(self, raw: dict[str, np.ndarray], inputs: dict[str, np.ndarray], expected: dict[str, Any],
+               shape: Shape, xp: Any = np) -> Mismatch | None:
         read_only = {a.name: inputs[a.name] for a in self.task.args if a.role == "input"}
         changed = compare_inputs_unchanged(read_only, {k: raw["after:" + k] for k in read_only}, shape.label)
         if changed:
             return changed
-        outputs = {k: v for k, v in raw.items() if not k.startswith("after:")}
+        outputs = {k: xp.asarray(v) for k, v in raw.items() if not k.startswith("after:")}
         return check_outputs(outputs, expected, inputs, shape.env, self.task.tol, shape.label,
-                             exact=self.task.precision == "exact", custom_compare=self.task.custom_compare)
+                             exact=self.task.precision == "exact", custom_compare=self.task.custom_compare, xp=xp)
 
     def _validate(self, runner: RunnerProcess, seed: int) -> tuple[Status, str, Mismatch | None, list] | None:
         first: tuple[Shape, dict[str, np.ndarray], dict[str, np.ndarray]] | None = None
@@ -273,7 +279,7 @@ class _Session:
                 self.counters["validation_launches"] = self.counters.get("validation_launches", 0) + 1
                 if isinstance(raw, str):
                     return Status.CRASH, f"crash: {raw} ({self._where})", None, []
-                expected = self.ev.reference_for(inputs, shape, on_gpu=False)
+                expected = self.ev.reference_for(inputs, shape)
                 mismatch = self._check(raw, inputs, expected, shape)
                 if mismatch:
                     return Status.WRONG, f"wrong result: {mismatch.describe()}", mismatch, []
@@ -308,7 +314,7 @@ class _Session:
             raw = self._launch(runner, "candidate", shape, inputs, self.cfg.benchmark_timeout_s)
             if isinstance(raw, str):
                 return Status.CRASH, f"crash: {raw} ({self._where})", None, timings
-            mismatch = self._check(raw, inputs, expected, shape)
+            mismatch = self._check(raw, inputs, expected, shape, self.ev.bench_xp)
             if mismatch:
                 return Status.WRONG, f"wrong result on a benchmark shape: {mismatch.describe()}", mismatch, timings
             folder = self.work / f"case{self._case}t"

@@ -22,91 +22,109 @@ def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
 
 
-def compare_output(name: str, got: np.ndarray, expected: np.ndarray, tol: Mapping[str, float],
-                   shape_label: str, exact: bool = False) -> Mismatch | None:
-    """First mismatch between one output and its reference, or None."""
-    if got.shape != expected.shape:
+def compare_output(name: str, got: Any, expected: Any, tol: Mapping[str, float],
+                   shape_label: str, exact: bool = False, xp: Any = np) -> Mismatch | None:
+    """First mismatch between one output and its reference, or None.
+
+    ``xp`` is NumPy or CuPy: large benchmark outputs are compared on the GPU by the trusted
+    evaluator process (the arrays must then be CuPy arrays).
+    """
+    if tuple(got.shape) != tuple(expected.shape):
         return Mismatch(shape_label, name, (), float("nan"), float("nan"),
-                        f"shape {got.shape} differs from expected {expected.shape}")
+                        f"shape {tuple(got.shape)} differs from expected {tuple(expected.shape)}")
+    shape = tuple(got.shape)
     if exact:
-        bad = np.flatnonzero(got.reshape(-1) != np.asarray(expected).reshape(-1).astype(got.dtype))
+        flat_e = xp.asarray(expected).reshape(-1)
+        bad = xp.flatnonzero(got.reshape(-1) != flat_e.astype(got.dtype))
         if bad.size:
             i = int(bad[0])
-            return Mismatch(shape_label, name, _index(i, got.shape), float(got.reshape(-1)[i]),
-                            float(np.asarray(expected).reshape(-1)[i]),
-                            f"not equal ({bad.size} of {got.size} elements differ)")
+            return Mismatch(shape_label, name, _index(i, shape), float(got.reshape(-1)[i]), float(flat_e[i]),
+                            f"not equal ({int(bad.size)} of {got.size} elements differ)")
         return None
-    g = got.astype(np.float64).reshape(-1)
-    e = np.asarray(expected, dtype=np.float64).reshape(-1)
-    finite_ref = np.isfinite(e)
-    nonfinite = np.flatnonzero(~np.isfinite(g) & finite_ref)
+    g = got.astype(xp.float64).reshape(-1)
+    e = xp.asarray(expected, dtype=xp.float64).reshape(-1)
+    finite_ref = xp.isfinite(e)
+    nonfinite = xp.flatnonzero(~xp.isfinite(g) & finite_ref)
     if nonfinite.size:
         i = int(nonfinite[0])
-        what = "nan" if np.isnan(g[i]) else "inf"
-        return Mismatch(shape_label, name, _index(i, got.shape), float(g[i]), float(e[i]),
-                        f"{what} where the reference is finite ({nonfinite.size} of {g.size} elements; "
+        what = "nan" if bool(xp.isnan(g[i])) else "inf"
+        return Mismatch(shape_label, name, _index(i, shape), float(g[i]), float(e[i]),
+                        f"{what} where the reference is finite ({int(nonfinite.size)} of {g.size} elements; "
                         "NaN also marks elements never written)")
-    special = np.flatnonzero(~finite_ref & ~((g == e) | (np.isnan(g) & np.isnan(e))))
+    special = xp.flatnonzero(~finite_ref & ~((g == e) | (xp.isnan(g) & xp.isnan(e))))
     if special.size:
         i = int(special[0])
-        return Mismatch(shape_label, name, _index(i, got.shape), float(g[i]), float(e[i]),
+        return Mismatch(shape_label, name, _index(i, shape), float(g[i]), float(e[i]),
                         "reference is nan/inf here and the output differs")
-    g, e = g[finite_ref], e[finite_ref]
-    positions = np.flatnonzero(finite_ref)
+    all_finite = bool(finite_ref.all())
+    positions = None if all_finite else xp.flatnonzero(finite_ref)
+    if not all_finite:
+        g, e = g[finite_ref], e[finite_ref]
     if e.size == 0:
         return None
-    diff = np.abs(g - e)
-    rms = float(np.sqrt(np.mean(e * e)))
-    bound = tol["atol"] * rms + tol["rtol"] * np.abs(e)
-    over = np.flatnonzero(diff > bound)
-    if over.size:
-        i = int(over[np.argmax(diff[over] - bound[over])])
-        return Mismatch(shape_label, name, _index(int(positions[i]), got.shape), float(g[i]), float(e[i]),
-                        f"|err| {diff[i]:.3g} > tolerance {bound[i]:.3g} ({over.size} of {g.size} elements)")
-    norm_ref = float(np.linalg.norm(e))
-    rel = float(np.linalg.norm(g - e)) / norm_ref if norm_ref > 0 else float(np.linalg.norm(g - e))
+
+    def where(i: int) -> tuple[int, ...]:
+        return _index(i if positions is None else int(positions[i]), shape)
+
+    diff = xp.abs(g - e)
+    rms = float(xp.sqrt(xp.mean(e * e)))
+    bound = tol["atol"] * rms + tol["rtol"] * xp.abs(e)
+    excess = diff - bound
+    worst = int(xp.argmax(excess))
+    if float(excess[worst]) > 0:
+        count = int(xp.count_nonzero(excess > 0))
+        return Mismatch(shape_label, name, where(worst), float(g[worst]), float(e[worst]),
+                        f"|err| {float(diff[worst]):.3g} > tolerance {float(bound[worst]):.3g} "
+                        f"({count} of {g.size} elements)")
+    norm_ref = float(xp.linalg.norm(e))
+    norm_err = float(xp.linalg.norm(g - e))
+    rel = norm_err / norm_ref if norm_ref > 0 else norm_err
     if rel > tol["norm_rtol"]:
-        i = int(np.argmax(diff))
-        return Mismatch(shape_label, name, _index(int(positions[i]), got.shape), float(g[i]), float(e[i]),
+        i = int(xp.argmax(diff))
+        return Mismatch(shape_label, name, where(i), float(g[i]), float(e[i]),
                         f"norm-wise relative error {rel:.3g} > {tol['norm_rtol']:.3g} (largest error here)")
     return None
 
 
-def compare_inputs_unchanged(before: Mapping[str, np.ndarray], after: Mapping[str, np.ndarray],
-                             shape_label: str) -> Mismatch | None:
+def compare_inputs_unchanged(before: Mapping[str, Any], after: Mapping[str, Any],
+                             shape_label: str, xp: Any = np) -> Mismatch | None:
     """A read-only input that came back different (bitwise) from what was uploaded."""
     for name, original in before.items():
         now = after[name]
         if now.dtype != original.dtype or now.shape != original.shape:
             return Mismatch(shape_label, f"input:{name}", (), float("nan"), float("nan"),
                             "input buffer came back with another dtype or shape")
-        changed = np.flatnonzero(~_bitwise_equal(original.reshape(-1), now.reshape(-1)))
+        if original.tobytes() == now.tobytes() if xp is np else bool(xp.array_equal(
+                original.reshape(-1).view(xp.uint8), now.reshape(-1).view(xp.uint8))):
+            continue
+        changed = xp.flatnonzero(~_bitwise_equal(original.reshape(-1), now.reshape(-1), xp))
         if changed.size:
             i = int(changed[0])
             return Mismatch(shape_label, f"input:{name}", _index(i, original.shape),
                             float(now.reshape(-1)[i]), float(original.reshape(-1)[i]),
-                            f"the kernel modified a read-only input ({changed.size} elements)")
+                            f"the kernel modified a read-only input ({int(changed.size)} elements)")
     return None
 
 
-def _bitwise_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _bitwise_equal(a: Any, b: Any, xp: Any = np) -> Any:
     width = a.dtype.itemsize
-    return np.all(a.view(np.uint8).reshape(-1, width) == b.view(np.uint8).reshape(-1, width), axis=1)
+    return xp.all(a.view(xp.uint8).reshape(-1, width) == b.view(xp.uint8).reshape(-1, width), axis=1)
 
 
-def check_outputs(outputs: Mapping[str, np.ndarray], expected: Mapping[str, Any], inputs: Mapping[str, np.ndarray],
+def check_outputs(outputs: Mapping[str, Any], expected: Mapping[str, Any], inputs: Mapping[str, np.ndarray],
                   dims: Mapping[str, Any], tol: Mapping[str, float], shape_label: str, exact: bool,
-                  custom_compare: Any = None) -> Mismatch | None:
-    """All outputs of one launch; a task's own ``compare`` takes over where it is defined."""
+                  custom_compare: Any = None, xp: Any = np) -> Mismatch | None:
+    """All outputs of one launch; a task's own ``compare`` (NumPy arrays) takes over where defined."""
     if custom_compare is not None:
-        found = custom_compare(dict(outputs), {k: np.asarray(v) for k, v in expected.items()},
+        host = (lambda a: a) if xp is np else xp.asnumpy
+        found = custom_compare({k: host(v) for k, v in outputs.items()}, {k: host(v) for k, v in expected.items()},
                                dict(inputs), dict(dims), dict(tol))
         if found is None:
             return None
         name, index, got, want, reason = found
         return Mismatch(shape_label, str(name), tuple(int(i) for i in index), float(got), float(want), str(reason))
     for name, ref in expected.items():
-        found = compare_output(name, outputs[name], np.asarray(ref), tol, shape_label, exact)
+        found = compare_output(name, outputs[name], ref, tol, shape_label, exact, xp=xp)
         if found:
             return found
     return None

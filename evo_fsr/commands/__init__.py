@@ -1,1 +1,1 @@
-"""Command-line subcommands; evo_fsr/cli.py dispatches to them. Only these read argv."""
+"""Command-line subcommands (``evo-fsr <command>``); each module exposes ``main(argv) -> int``."""

@@ -44,7 +44,7 @@ def extract_kernel(reply: str | None, entry: str = "launch") -> ParsedReply:
             return ParsedReply(None, "no CUDA/C++ code block (only " +
                                ", ".join(sorted({lang or 'plain' for lang, _ in blocks})) + ")", len(blocks))
         with_entry = [body for body in code if launch_re.search(body)]
-        if with_entry:
+        if with_entry and ("__global__" in with_entry[-1] or "__global__" not in "".join(code)):
             source = with_entry[-1]          # the final full version when a reply shows several
         elif launch_re.search("\n".join(code)):
             source = "\n".join(code)         # kernel and host code split over blocks

@@ -1,0 +1,32 @@
+"""cross_entropy: seeded inputs and a float64 reference (NumPy on CPU, CuPy on GPU via ``xp``)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+
+def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) -> dict[str, np.ndarray]:
+    N, C = int(dims["N"]), int(dims["C"])
+    logits = rng.standard_normal((N, C), dtype=np.float32) * np.float32(2.0)
+    labels = rng.integers(0, C, size=N).astype(np.int32)
+    labels[:min(N, 2)] = np.array([0, C - 1], dtype=np.int32)[:min(N, 2)]   # both ends of the range
+    if case == "large_magnitude":
+        logits = logits * np.float32(50.0)           # |logits| ~ 100s: exp overflows without the max
+    elif case == "row_offset":
+        # every row shifted by a constant in [-1000, 1000]: the loss is unchanged, but exp overflows
+        # without the max subtraction and fp16 cannot hold the logits to better than 0.5
+        offset = rng.uniform(-1000.0, 1000.0, size=(N, 1)).astype(np.float32)
+        logits = (logits + offset).astype(np.float32)
+    elif case != "random":
+        raise ValueError(f"unknown case {case!r}")
+    return {"logits": logits.astype(np.float32), "labels": labels}
+
+
+def reference(inputs: Mapping[str, Any], dims: Mapping[str, int], xp: Any = np) -> dict[str, Any]:
+    x = xp.asarray(inputs["logits"], dtype=xp.float64)
+    labels = xp.asarray(inputs["labels"]).astype(xp.int64)
+    m = xp.max(x, axis=1, keepdims=True)
+    lse = xp.log(xp.sum(xp.exp(x - m), axis=1)) + m[:, 0]
+    picked = xp.take_along_axis(x, labels[:, None], axis=1)[:, 0]
+    return {"out": xp.reshape(xp.mean(lse - picked), (1,))}

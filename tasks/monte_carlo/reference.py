@@ -1,0 +1,29 @@
+"""monte_carlo: seeded samples in [a, b] and the float64 estimate (b-a)/N * sum f(x_i)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+
+def f(x: Any, xp: Any = np) -> Any:
+    """The integrand named in task.yaml: exp(-x^2) * cos(3x)."""
+    return xp.exp(-x * x) * xp.cos(3.0 * x)
+
+
+def make_inputs(dims: Mapping[str, Any], rng: np.random.Generator, case: str) -> dict[str, np.ndarray]:
+    if case != "random":
+        raise ValueError(f"unknown case {case!r}")
+    n, a, b = int(dims["N"]), float(np.float32(dims["a"])), float(np.float32(dims["b"]))
+    x = (a + (b - a) * rng.random(n)).astype(np.float32)
+    x = np.clip(x, np.float32(a), np.float32(b))
+    if n == 1:   # one sample: keep it where f is far from zero
+        x[0] = np.float32(a + 0.25 * (b - a))
+    return {"x": x}
+
+
+def reference(inputs: Mapping[str, Any], dims: Mapping[str, Any], xp: Any = np) -> dict[str, Any]:
+    x = xp.asarray(inputs["x"]).astype(xp.float64)
+    a, b = float(np.float32(dims["a"])), float(np.float32(dims["b"]))
+    n = x.shape[0]
+    return {"out": ((b - a) / n * xp.sum(f(x, xp))).reshape(1)}

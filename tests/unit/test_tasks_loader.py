@@ -1,0 +1,89 @@
+"""The task loader: discovery, the contract it derives, and strict errors (file, key, problem)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from evo_fsr.tasks import DEFAULT_TASKS_ROOT, TaskError, discover, get_task, load_task
+
+
+def test_conv2d_contract() -> None:
+    task = get_task("conv2d")
+    assert task.signature() == (
+        'extern "C" int launch(const float* x, const float* w, float* y, int N, int C, int H, int W, '
+        "int K, int R, int S, int pad, int stride, cudaStream_t stream)")
+    shape = task.benchmark("resnet50")[0]
+    assert shape.env["P"] == 56 and shape.label == "conv2_x"
+    assert task.flops_of(shape) > 1e9
+    assert {"naive", "implicit_gemm"} <= set(task.seeds())
+    assert list(task.seeds())[0] == "naive"
+
+
+def test_every_task_loads_and_generates_declared_inputs() -> None:
+    names = discover()
+    assert "conv2d" in names and len(names) >= 3
+    for name in names:
+        task = get_task(name)
+        shape = task.validation[0]
+        inputs = task.make_inputs(shape.env, np.random.default_rng(1), shape.case)
+        for arg in task.args:
+            if arg.role in ("input", "inout"):
+                assert inputs[arg.name].shape == arg.dims_of(shape.env), (name, arg.name)
+
+
+def _copy_task(tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
+    folder = tmp_path / "conv2d"
+    shutil.copytree(DEFAULT_TASKS_ROOT / "conv2d", folder)
+    raw = yaml.safe_load((folder / "task.yaml").read_text())
+    edit(raw)
+    (folder / "task.yaml").write_text(yaml.safe_dump(raw))
+    return folder
+
+
+@pytest.mark.parametrize("edit, key, problem", [
+    (lambda r: r.update(colour="red"), "colour", "unknown key"),
+    (lambda r: r.pop("flops"), "flops", "missing required key"),
+    (lambda r: r.update(flops="2 * N * __import__('os')"), "flops", "not allowed"),
+    (lambda r: r.update(flops="2 * Z"), "flops", "unknown name 'Z'"),
+    (lambda r: r.update(precision="fp8"), "precision", "not one of"),
+    (lambda r: r["signature"][0].update(dtype="float128"), "signature[0].dtype", "not one of"),
+    (lambda r: r["signature"][0].update(role="weird"), "signature[0].role", "not one of"),
+    (lambda r: r["signature"].pop(), "signature", "stream"),
+    (lambda r: r["validation"][0].update(N="many"), "validation[0].N", "numbers"),
+    (lambda r: r.update(tolerance={"rtol": -1}), "tolerance.rtol", "non-negative"),
+    (lambda r: r.update(default_benchmark="nope"), "default_benchmark", "not a benchmark set"),
+    (lambda r: r.update(name="other"), "name", "must match the folder"),
+])
+def test_bad_task_yaml_names_file_key_and_problem(tmp_path: Path, edit, key: str, problem: str) -> None:  # type: ignore[no-untyped-def]
+    folder = _copy_task(tmp_path, edit)
+    with pytest.raises(TaskError) as info:
+        load_task(folder)
+    assert info.value.file.endswith("task.yaml")
+    assert info.value.key == key
+    assert problem in info.value.problem
+
+
+def test_missing_naive_seed_is_reported(tmp_path: Path) -> None:
+    folder = _copy_task(tmp_path, lambda r: None)
+    (folder / "seeds" / "naive.cu").unlink()
+    with pytest.raises(TaskError, match="naive"):
+        load_task(folder)
+
+
+def test_unknown_task_lists_known_ones() -> None:
+    with pytest.raises(TaskError, match="known: .*conv2d"):
+        get_task("no_such_task")
+
+
+def test_parse_shape_from_command_line() -> None:
+    task = get_task("conv2d")
+    shape = task.parse_shape("N=1,C=3,H=8,W=8,K=4,R=3,S=3,pad=1,stride=2")
+    assert shape.env["P"] == 4
+    with pytest.raises(TaskError, match="missing dims"):
+        task.parse_shape("N=1")
+    with pytest.raises(TaskError, match="not a number"):
+        task.parse_shape("N=x,C=3,H=8,W=8,K=4,R=3,S=3,pad=1,stride=2")

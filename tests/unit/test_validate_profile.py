@@ -1,0 +1,121 @@
+"""Trusted-side verdict pieces: output comparison rules and timing statistics/flags."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evo_fsr.profile import speed_of_light_ms, summarise
+from evo_fsr.tasks import PRECISION_POLICIES
+from evo_fsr.types import EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
+from evo_fsr.validate import check_outputs, compare_inputs_unchanged, compare_output
+
+TOL = PRECISION_POLICIES["fp32_strict"]
+RNG = np.random.default_rng(0)
+REF = RNG.standard_normal((64, 33))
+
+
+def test_float32_of_the_reference_passes() -> None:
+    assert compare_output("y", REF.astype(np.float32), REF, TOL, "s") is None
+
+
+def test_unwritten_element_is_caught_as_nan() -> None:
+    got = REF.astype(np.float32)
+    got[5, 7] = np.nan
+    m = compare_output("y", got, REF, TOL, "s")
+    assert m is not None and m.index == (5, 7) and m.reason.startswith("nan")
+
+
+def test_fp16_precision_downgrade_fails_fp32_strict() -> None:
+    assert compare_output("y", REF.astype(np.float16), REF, TOL, "s") is not None
+
+
+def test_all_zero_output_fails_even_with_loose_tolerance() -> None:
+    loose = {"norm_rtol": 0.5, "rtol": 0.5, "atol": 0.5}
+    assert compare_output("y", np.zeros_like(REF, dtype=np.float32), REF, loose, "s") is not None
+
+
+def test_inf_where_reference_finite_fails_and_matching_inf_passes() -> None:
+    got = REF.astype(np.float32)
+    got[0, 0] = np.inf
+    assert compare_output("y", got, REF, TOL, "s") is not None
+    ref = REF.copy()
+    ref[0, 0] = np.inf
+    assert compare_output("y", got, ref, TOL, "s") is None
+
+
+def test_exact_policy_needs_equality() -> None:
+    ref = np.arange(10, dtype=np.int32)
+    got = ref.copy()
+    assert compare_output("h", got, ref, TOL, "s", exact=True) is None
+    got[3] += 1
+    m = compare_output("h", got, ref, TOL, "s", exact=True)
+    assert m is not None and m.index == (3,)
+
+
+def test_modified_input_is_reported() -> None:
+    x = RNG.standard_normal(10).astype(np.float32)
+    after = x.copy()
+    after[4] = 0
+    m = compare_inputs_unchanged({"x": x}, {"x": after}, "s")
+    assert m is not None and m.output == "input:x" and m.index == (4,)
+    assert compare_inputs_unchanged({"x": x}, {"x": x.copy()}, "s") is None
+
+
+def test_custom_compare_takes_over() -> None:
+    calls = []
+
+    def compare(outputs, expected, inputs, dims, tol):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return ("v", (2,), 1.0, 2.0, "custom says no")
+
+    m = check_outputs({"v": np.zeros(3)}, {"v": np.zeros(3)}, {}, {}, TOL, "s", False, compare)
+    assert calls and m is not None and m.reason == "custom says no"
+
+
+GPU = GpuInfo(name="Test GPU", compute_capability="9.0", sm_count=132, shared_memory_per_block_bytes=49152,
+              shared_memory_per_block_optin_bytes=232448, registers_per_block=65536, l2_cache_bytes=50 * 2**20,
+              memory_bandwidth_gbps=3000.0, fp32_peak_tflops=60.0, tensor_peak_tflops=900.0)
+
+
+def test_speed_of_light_floor_is_the_larger_of_memory_and_compute() -> None:
+    mem = speed_of_light_ms(flops=0, nbytes=3e9, gpu=GPU, precision="fp32_strict")
+    assert mem == pytest.approx(0.9, rel=1e-6)     # 3 GB at 3000 GB/s / 0.9 efficiency
+    comp = speed_of_light_ms(flops=60e9, nbytes=0, gpu=GPU, precision="fp32_strict")
+    assert comp == pytest.approx(1.0)
+    assert speed_of_light_ms(flops=60e9, nbytes=0, gpu=GPU, precision="fp16") < comp
+
+
+def test_summarise_medians_and_flags() -> None:
+    honest = summarise("s", {"candidate": [1.0, 1.1, 0.9], "baseline": [2.0, 2.2, 1.8]},
+                       {"candidate": [1.02, 1.12, 0.92], "baseline": [2.02, 2.22, 1.82]}, floor_ms=0.1)
+    assert honest.median_ms == 1.0 and honest.speedup == 2.0 and not honest.flags
+    escaped = summarise("s", {"candidate": [0.01] * 3, "baseline": [2.0] * 3},
+                        {"candidate": [1.5] * 3, "baseline": [2.02] * 3}, floor_ms=0.001)
+    assert any(f.startswith("escaped-stream") for f in escaped.flags)
+    too_fast = summarise("s", {"candidate": [0.05] * 3, "baseline": [2.0] * 3},
+                         {"candidate": [0.06] * 3, "baseline": [2.02] * 3}, floor_ms=0.1)
+    assert any(f.startswith("under-floor") for f in too_fast.flags)
+
+
+def _result(status: Status, speedups: list[float]) -> EvalResult:
+    timings = tuple(ShapeTiming(f"s{i}", 1.0 / s, 1.0, 1.0 / s, 1.0, 10, 0.01) for i, s in enumerate(speedups))
+    return EvalResult(candidate_id="x", task="t", status=status, summary="", timings=timings)
+
+
+def test_fitness_orders_compile_failure_below_incorrect_below_correct() -> None:
+    compile_error = _result(Status.COMPILE_ERROR, [])
+    wrong = _result(Status.WRONG, [])
+    flagged = _result(Status.FLAGGED, [100.0])
+    slow, fast = _result(Status.OK, [1.0, 1.0]), _result(Status.OK, [2.0, 8.0])
+    ordered = sorted([fast, flagged, compile_error, slow, wrong], key=lambda r: r.fitness)
+    assert ordered[0] is compile_error and ordered[-1] is fast and ordered[-2] is slow
+    assert fast.geomean_speedup == pytest.approx(4.0)
+    assert flagged.fitness[1] == 0.0        # a time that is not credible earns nothing
+
+
+def test_eval_result_round_trips_through_dict() -> None:
+    r = EvalResult(candidate_id="abc", task="conv2d", status=Status.WRONG, summary="wrong",
+                   mismatch=Mismatch("s", "y", (1, 2), 1.0, 2.0, "r"), logs=(("compile", "ok"),),
+                   counters=(("validation_launches", 3),))
+    assert EvalResult.from_dict(r.to_dict()) == r
+    assert r.rejection == "wrong:tolerance"
