@@ -47,6 +47,7 @@ def run_one(task, f, shape, seed, time_it=False):
             args.append(CT[a.dtype](a.value(dims)))
         else:
             args.append(ctypes.c_void_p(stream.ptr))
+    cp.cuda.Device().synchronize()   # uploads and NaN fills ran on the legacy stream
     rc = f(*args); stream.synchronize(); cp.cuda.Device().synchronize()
     if rc: return f"launch rc={rc}", None
     ms = None
@@ -58,6 +59,7 @@ def run_one(task, f, shape, seed, time_it=False):
         ms = float(np.median(ts))
         # re-poison and re-run once for the correctness check
         for o in outs.values(): o.fill(cp.nan)
+        cp.cuda.Device().synchronize()
         f(*args); stream.synchronize()
     ref = task.reference({k: dev[k] for k in host}, dims, xp=cp)
     for k, v in host.items():

@@ -6,19 +6,32 @@ What is enforced here (see SECURITY.md for the threat model):
 - a scrubbed environment: only an allow-list of variables (no API keys, no OPENAI_*);
 - resource limits (rlimits): CPU seconds, size of any file written, core dumps off;
 - output captured through a pipe and bounded (head and tail kept), so a printf flood
-  cannot fill a disk or the caller's memory.
+  cannot fill a disk or the caller's memory;
+- confinement (confine.py), each layer where the kernel permits it, with one logged warning per
+  layer it refuses: an empty network namespace, a Landlock filesystem allow-list (reads under
+  system/Python/CUDA dirs, writes only in the workdir and to GPU device nodes; TCP and signals
+  outside the sandbox denied), all capabilities dropped; and for the candidate runner, applied
+  in-process after CUDA init, a seccomp filter (no exec, no fork, no sockets, no ptrace ...).
+  The compiler is confined by a small exec wrapper (``python -I -S confine.py --exec ...``).
+``EVO_FSR_SANDBOX=off`` turns the confinement layers off (with a warning), for debugging only.
 """
 from __future__ import annotations
 
+import functools
+import glob
+import json
 import logging
 import os
 import resource
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO, Sequence
+from pathlib import Path
+from typing import IO, Any, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +49,31 @@ class SandboxPolicy:
     env_set: tuple[tuple[str, str], ...] = field(default=())
     output_head_bytes: int = 64 * 1024
     output_tail_bytes: int = 8 * 1024
+    max_processes: int | None = None        # RLIMIT_NPROC headroom over the user's current count
+    # confinement layers (confine.py); each one only where the kernel permits it
+    netns: bool = False                     # empty network namespace
+    landlock: bool = False                  # filesystem allow-list (+ TCP, signal scoping)
+    drop_caps: bool = False                 # no capabilities, even for a root evaluator
+    seccomp: bool = False                   # syscall filter: applied in-process by the runner only
+    confine_via_exec: bool = False          # wrap the command with ``confine.py --exec``
+    extra_read: tuple[str, ...] = ()        # more read-only paths for the Landlock allow-list
 
     @classmethod
     def for_compiler(cls) -> "SandboxPolicy":
-        return cls(cpu_seconds=600, file_size_bytes=512 * 2**20)
+        return cls(cpu_seconds=600, file_size_bytes=512 * 2**20, max_processes=256,
+                   netns=True, landlock=True, drop_caps=True, confine_via_exec=True)
 
     @classmethod
     def for_candidate(cls) -> "SandboxPolicy":
         return cls(cpu_seconds=600, file_size_bytes=1024 * 2**20,
-                   env_set=(("PYTHONDONTWRITEBYTECODE", "1"),))
+                   env_set=(("PYTHONDONTWRITEBYTECODE", "1"),),
+                   netns=True, landlock=True, drop_caps=True, seccomp=True)
+
+    @classmethod
+    def unconfined(cls, base: "SandboxPolicy") -> "SandboxPolicy":
+        from dataclasses import replace
+        return replace(base, netns=False, landlock=False, drop_caps=False, seccomp=False,
+                       confine_via_exec=False)
 
 
 @dataclass(frozen=True)
@@ -66,14 +95,155 @@ def scrubbed_env(policy: SandboxPolicy, workdir: str) -> dict[str, str]:
     return env
 
 
+def _user_process_count() -> int:
+    uid, count = os.getuid(), 0
+    for entry in glob.glob("/proc/[0-9]*"):
+        try:
+            count += os.stat(entry).st_uid == uid
+        except OSError:
+            pass
+    return count
+
+
 def _limits(policy: SandboxPolicy):  # type: ignore[no-untyped-def]
+    # RLIMIT_NPROC counts all of the user's processes (and root ignores it): headroom over now
+    nproc = (_user_process_count() + policy.max_processes
+             if policy.max_processes and os.getuid() != 0 else None)
+
     def apply() -> None:  # runs in the child between fork and exec
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if policy.cpu_seconds:
             resource.setrlimit(resource.RLIMIT_CPU, (policy.cpu_seconds, policy.cpu_seconds + 5))
         if policy.file_size_bytes:
             resource.setrlimit(resource.RLIMIT_FSIZE, (policy.file_size_bytes, policy.file_size_bytes))
+        if nproc:
+            try:
+                resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+            except (ValueError, OSError):
+                pass
     return apply
+
+
+# -- confinement ---------------------------------------------------------------------------------
+CONFINE_SCRIPT = Path(__file__).resolve().parent / "confine.py"
+_warned: set[str] = set()
+_warn_lock = threading.Lock()
+
+
+def warn_once(key: str, message: str) -> None:
+    with _warn_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    log.warning("%s", message)
+
+
+def confinement_enabled() -> bool:
+    if os.environ.get("EVO_FSR_SANDBOX", "").lower() in ("off", "0", "no", "false"):
+        warn_once("disabled", "EVO_FSR_SANDBOX=off: candidate and compiler confinement (network namespace, "
+                  "Landlock, capabilities, seccomp) is OFF; only process isolation, env scrub and rlimits remain")
+        return False
+    return sys.platform.startswith("linux")
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_support() -> dict[str, Any]:
+    """What this kernel allows, probed once per process (netns in a throwaway child)."""
+    from . import confine
+    support: dict[str, Any] = {"landlock_abi": confine.landlock_abi(), "netns": "off: not probed",
+                               "seccomp": confine.AUDIT_ARCH is not None and os.path.exists("/proc/self/status"),
+                               "kernel": os.uname().release}
+    try:
+        out = subprocess.run([sys.executable, "-I", "-S", str(CONFINE_SCRIPT), "--probe"], capture_output=True,
+                             text=True, timeout=30, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        support["netns"] = json.loads(out.stdout)["netns"]
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired) as exc:
+        support["netns"] = f"off: probe failed ({exc})"
+    if support["landlock_abi"] <= 0:
+        warn_once("landlock", f"sandbox: Landlock is not available on kernel {support['kernel']}: untrusted code "
+                  "may READ any file this user can and reach /proc/<pid>/environ of this user's processes; "
+                  "writes are limited only by file permissions")
+    elif support["landlock_abi"] < 4:
+        warn_once("landlock-net", f"sandbox: Landlock ABI {support['landlock_abi']} < 4: no TCP restriction "
+                  "from Landlock (the network namespace and seccomp still apply where available)")
+    if str(support["netns"]).startswith("off"):
+        warn_once("netns", f"sandbox: no network namespace ({support['netns']}): the compiler is not cut off "
+                  "from the network (the candidate runner still has the seccomp socket filter)")
+    if not support["seccomp"]:
+        warn_once("seccomp", f"sandbox: no seccomp filter for {os.uname().machine}: candidate host code may "
+                  "fork, exec and open sockets")
+    return support
+
+
+def _safe_to_allow(path: str, forbidden: tuple[str, ...]) -> bool:
+    """Never allow '/', a home directory, the repo, or any ancestor of them."""
+    real = os.path.realpath(path)
+    if real in ("/", "") or len(Path(real).parts) < 2:
+        return False
+    return not any(f == real or f.startswith(real.rstrip("/") + "/") for f in forbidden)
+
+
+@functools.lru_cache(maxsize=None)
+def read_allow_list(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Read/exec allow-list: system dirs, selected /etc files, /proc, /sys, Python, CUDA."""
+    repo = str(Path(__file__).resolve().parent.parent)
+    forbidden = tuple(os.path.realpath(p) for p in (repo, str(Path.home()), os.getcwd()))
+    paths = ["/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/proc", "/sys",
+             "/dev/urandom", "/dev/random", "/dev/zero"]
+    paths += [f"/etc/{name}" for name in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
+                                          "nsswitch.conf", "passwd", "group", "host.conf", "gai.conf",
+                                          "os-release", "nvidia", "alternatives")]
+    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                  os.path.dirname(os.path.realpath(sys.executable))]
+    try:
+        import numpy
+        candidates.append(str(Path(numpy.__file__).resolve().parent.parent))
+    except ImportError:
+        pass
+    for var in ("CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX", "VIRTUAL_ENV"):
+        if os.environ.get(var):
+            candidates.append(os.environ[var])
+    candidates += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+    for tool in ("nvcc", "gcc", "g++", "cc", "c++", "ld", "as"):
+        found = shutil.which(tool)
+        if found:
+            candidates.append(str(Path(os.path.realpath(found)).parent.parent))
+    try:
+        from .cudart import _candidates as cudart_candidates
+        candidates += [os.path.dirname(os.path.realpath(p)) for p in cudart_candidates() if os.path.isabs(p)][:3]
+    except Exception:  # noqa: BLE001 - no runtime here: nothing more to allow
+        pass
+    candidates.append("/usr/local/cuda")
+    candidates += list(extra)
+    for path in candidates:
+        real = os.path.realpath(path)
+        if os.path.exists(real) and _safe_to_allow(real, forbidden) and real not in paths:
+            paths.append(real)
+    return tuple(p for p in paths if os.path.exists(p))
+
+
+def device_allow_list() -> tuple[str, ...]:
+    """Device nodes opened read-write: the GPU's, /dev/null and /dev/full."""
+    return tuple(["/dev/null", "/dev/full"] + sorted(glob.glob("/dev/nvidia*")) + glob.glob("/dev/dxg"))
+
+
+def confine_policy(policy: SandboxPolicy, workdir: str) -> dict[str, Any]:
+    """The JSON policy confine.py applies, limited to what this kernel supports."""
+    if not confinement_enabled() or not (policy.netns or policy.landlock or policy.drop_caps or policy.seccomp):
+        return {}
+    support = kernel_support()
+    return {"netns": policy.netns and not str(support["netns"]).startswith("off"),
+            "landlock": policy.landlock and support["landlock_abi"] > 0,
+            "caps": policy.drop_caps, "seccomp": policy.seccomp and bool(support["seccomp"]),
+            "read": list(read_allow_list(policy.extra_read)), "write": [os.path.realpath(workdir)],
+            "devices": list(device_allow_list())}
+
+
+def report_confinement(status: dict[str, str], who: str = "candidate runner") -> None:
+    """One warning per layer a sandboxed process reports as not applied."""
+    for layer, state in sorted(status.items()):
+        if state.startswith("off") and "disabled by policy" not in state:
+            warn_once(f"{who}:{layer}", f"sandbox: {who}: {layer} not applied: {state}")
 
 
 class BoundedOutput:
@@ -127,8 +297,13 @@ def kill_group(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
 def spawn_sandboxed(cmd: Sequence[str], cwd: str, policy: SandboxPolicy,
                     pass_fds: Sequence[int] = (), stdin: int | None = subprocess.DEVNULL,
                     ) -> tuple[subprocess.Popen, BoundedOutput]:  # type: ignore[type-arg]
+    cmd = list(cmd)
+    if policy.confine_via_exec:
+        confinement = confine_policy(policy, cwd)
+        if confinement:
+            cmd = [sys.executable, "-I", "-S", str(CONFINE_SCRIPT), "--exec", json.dumps(confinement), "--", *cmd]
     proc = subprocess.Popen(
-        list(cmd), cwd=cwd, env=scrubbed_env(policy, cwd), stdin=stdin, stdout=subprocess.PIPE,
+        cmd, cwd=cwd, env=scrubbed_env(policy, cwd), stdin=stdin, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, start_new_session=True, pass_fds=tuple(pass_fds),
         preexec_fn=_limits(policy), close_fds=True,
     )

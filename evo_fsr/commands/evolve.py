@@ -14,14 +14,16 @@ import argparse
 import logging
 import sys
 import time
+from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 from ..config import ConfigError, RunConfig, apply_value, load_config, parse_set, read_yaml, validate
 from ..engine import EvalBackend, Engine, EvolutionResult, GenerationReport, saved_llm_usage
 from ..llm.client import ChatClient, LlmError, make_client
 from ..store import RunStore, StoreError
 from ..tasks import Shape, Task, TaskError, get_task
+from ..types import EvalResult
 
 log = logging.getLogger("evo_fsr.evolve")
 
@@ -177,7 +179,7 @@ def progress_line(report: GenerationReport, gens: int) -> str:
     tokens = f"{report.llm_tokens / 1000:.1f}k" if report.llm_tokens >= 1000 else str(report.llm_tokens)
     return (f"gen {report.generation:>3}/{gens}  best {best:>8}  valid {100 * report.valid_share:3.0f}%  "
             f"evals {report.evaluated} ({report.evals_per_minute:.1f}/min)  dups {report.duplicates}  "
-            f"rejected {report.rejected}  llm {report.llm_calls} calls {tokens} tokens  [{report.seconds:.1f} s]")
+            f"unusable {report.rejected}  llm {report.llm_calls} calls {tokens} tokens  [{report.seconds:.1f} s]")
 
 
 def summary_table(result: EvolutionResult, engine: Engine) -> str:
@@ -188,7 +190,16 @@ def summary_table(result: EvolutionResult, engine: Engine) -> str:
         speed = f"{ind.speedup:.3f}x" if res and res.geomean_speedup is not None else "-"
         knobs = " ".join(f"{k}={v}" for k, v in ind.knob_values.items())
         lines.append(f"{rank:>4}  {ind.id:16}  {speed:>8}  {status:13}  {ind.operator:14}  {ind.generation:>3}  {knobs}")
+    lines.append("")
+    lines.append("verdicts: " + verdict_counts(engine.results.values()))
     return "\n".join(lines)
+
+
+def verdict_counts(results: Iterable[EvalResult]) -> str:
+    """How many candidates got which verdict, e.g. 'ok 20, wrong:tolerance 3, compile_error 2':
+    shows the user when the search is pushing against the evaluator."""
+    counts = Counter(r.rejection or "ok" for r in results)
+    return ", ".join(f"{code} {n}" for code, n in counts.most_common()) or "none"
 
 
 def main(argv: Sequence[str] | None = None, *, backend_factory: BackendFactory | None = None) -> int:
