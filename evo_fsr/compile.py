@@ -90,6 +90,7 @@ def check_source(source: str) -> str | None:
         return f"source is {len(source.encode())} bytes; the limit is {MAX_SOURCE_BYTES}"
     if "\x00" in source:
         return "source contains a NUL byte"
+    source = preprocessor_view(source)   # issue 4: line splices, comments, digraphs
     for match in _INCLUDE_RE.finditer(source):
         directive, target = match.group(1), match.group(2).strip()
         line = source.count("\n", 0, match.start()) + 1
@@ -102,6 +103,49 @@ def check_source(source: str) -> str | None:
         line = source.count("\n", 0, bad.start()) + 1
         return f"kernel.cu:{line}: '{bad.group(0)}' is not allowed"
     return None
+
+
+def preprocessor_view(source: str) -> str:
+    """The source as the preprocessor sees its directives: backslash-newlines spliced, comments
+    replaced by a space (string, char and raw-string literals respected), ``%:`` read as ``#``.
+    Without this ``#inc\\<newline>lude``, ``#/**/include`` or ``%:include`` would pass the check."""
+    text = source.replace("\\\r\n", "").replace("\\\n", "")
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            out.append(" ")
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            kept = text[i:n if j < 0 else j]
+            out.append(" " + "\n" * kept.count("\n"))   # keep line numbers
+            i = n if j < 0 else j + 2
+        elif ch == "R" and text.startswith('"', i + 1) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            m = re.match(r'R"([^()\\\s]{0,16})\(', text[i:])
+            if m:
+                end = text.find(")" + m.group(1) + '"', i + m.end())
+                stop = n if end < 0 else end + len(m.group(1)) + 2
+                out.append(text[i:stop])
+                i = stop
+            else:
+                out.append(ch)
+                i += 1
+        elif ch in "\"'":
+            j = i + 1
+            while j < n and text[j] != ch and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+        elif text.startswith("%:", i):
+            out.append("#")
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
 
 
 def trim_diagnostics(text: str, workdir: str | Path) -> str:

@@ -176,13 +176,15 @@ class Evaluator:
         ref = self.task.reference({k: xp.asarray(v) for k, v in inputs.items()}, shape.env, xp=xp)
         return {k: xp.asarray(v) for k, v in ref.items()}
 
-    def benchmark_case(self, shape: Shape) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    def benchmark_case(self, shape: Shape, variant: int = 0) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Inputs (fixed seed) and reference of a benchmark shape, computed once per evaluator;
-        the reference stays on the GPU when CuPy is used (``self.bench_xp``)."""
-        if shape.label not in self._bench_cache:
-            inputs = self.make_case(shape, BENCHMARK_SEED)
-            self._bench_cache[shape.label] = (inputs, self.reference_for(inputs, shape, self.bench_xp))
-        return self._bench_cache[shape.label]
+        the reference stays on the GPU when CuPy is used (``self.bench_xp``).  ``variant`` 1 is the
+        second input set that alternates with the first while timing (issue 4)."""
+        key = shape.label if variant == 0 else f"{shape.label}#{variant}"
+        if key not in self._bench_cache:
+            inputs = self.make_case(shape, BENCHMARK_SEED + variant)
+            self._bench_cache[key] = (inputs, self.reference_for(inputs, shape, self.bench_xp))
+        return self._bench_cache[key]
 
     @functools.cached_property
     def bench_xp(self) -> Any:
@@ -270,7 +272,9 @@ class _Session:
                              exact=self.task.precision == "exact", custom_compare=self.task.custom_compare, xp=xp)
 
     def _validate(self, runner: RunnerProcess, seed: int) -> tuple[Status, str, Mismatch | None, list] | None:
-        first: tuple[Shape, dict[str, np.ndarray], dict[str, np.ndarray]] | None = None
+        # issue 4: the determinism re-run covers every validation shape (a race or uninitialised
+        # read may show only on larger shapes), one input set per shape
+        firsts: list[tuple[Shape, dict[str, np.ndarray], dict[str, np.ndarray]]] = []
         for s_index, shape in enumerate(self.task.validation):
             for trial in range(self.cfg.validation_seeds):
                 self._where = f"validation shape {shape.label}"
@@ -283,10 +287,9 @@ class _Session:
                 mismatch = self._check(raw, inputs, expected, shape)
                 if mismatch:
                     return Status.WRONG, f"wrong result: {mismatch.describe()}", mismatch, []
-                if first is None:
-                    first = (shape, inputs, raw)
-        if self.cfg.determinism_check and first is not None:
-            shape, inputs, raw = first
+                if trial == 0:
+                    firsts.append((shape, inputs, raw))
+        for shape, inputs, raw in (firsts if self.cfg.determinism_check else []):
             self._where = f"determinism re-run on {shape.label}"
             again = self._launch(runner, "candidate", shape, inputs, self.cfg.validation_timeout_s)
             if isinstance(again, str):
@@ -321,17 +324,34 @@ class _Session:
             folder.mkdir()
             for name, array in inputs.items():
                 np.save(folder / f"{name}.npy", array)
+            alt_inputs, alt_expected = self.ev.benchmark_case(shape, variant=1)   # issue 4
+            (folder / "alt").mkdir()
+            for name, array in alt_inputs.items():
+                np.save(folder / "alt" / f"{name}.npy", array)
             reply = runner.send({
-                "op": "time", "lib": ["candidate", "baseline"], "dir": folder.name,
+                "op": "time", "lib": ["candidate", "baseline"], "dir": folder.name, "alt_dir": f"{folder.name}/alt",
                 "shapes": {a.name: list(a.dims_of(shape.env)) for a in self.task.args if a.is_buffer},
                 "scalars": {a.name: _scalar(a.value(shape.env), a.dtype) for a in self.task.args
                             if a.role == "scalar" and a.value is not None},
                 "max_trials": self.cfg.max_trials, "min_trials": self.cfg.min_trials,
                 "budget_s": self.cfg.time_budget_s, "warmup": self.cfg.warmup,
             }, self.cfg.benchmark_timeout_s + 10 * self.cfg.time_budget_s)
-            shutil.rmtree(folder, ignore_errors=True)
             if "error" in reply:
+                shutil.rmtree(folder, ignore_errors=True)
                 return Status.CRASH, f"crash while timing: {reply['error']} ({self._where})", None, timings
+            # issue 4: the candidate's outputs from the timed calls (last trial of each input set)
+            mismatch = None
+            for index, (set_inputs, set_expected) in enumerate(((inputs, expected), (alt_inputs, alt_expected))):
+                if str(index) not in reply.get("snapshots", {}) or mismatch:
+                    continue
+                snap = {a.name: np.load(folder / f"snap{index}_{a.name}.npy") for a in self.task.args
+                        if a.role in ("output", "inout")}
+                snap.update({"after:" + k: v for k, v in set_inputs.items()})   # inputs are restored per trial
+                mismatch = self._check(snap, set_inputs, set_expected, shape, self.ev.bench_xp)
+            shutil.rmtree(folder, ignore_errors=True)
+            if mismatch:
+                return (Status.WRONG, f"wrong result while timing (output cached across calls or work skipped?): "
+                        f"{mismatch.describe()}", mismatch, timings)
             floor = profile.speed_of_light_ms(self.task.flops_of(shape), self.task.bytes_of(shape), gpu,
                                               self.task.precision)
             timings.append(profile.summarise(shape.label, reply["event_ms"], reply["host_ms"], floor))

@@ -10,15 +10,19 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from .sandbox import BoundedOutput, SandboxPolicy, kill_group, spawn_sandboxed
+from .sandbox import (BoundedOutput, SandboxPolicy, confine_policy, kill_group, report_confinement,
+                      spawn_sandboxed)
 
 RUNNER_SCRIPT = Path(__file__).resolve().parent / "runner.py"
+#: Copied into each candidate's workdir, so the runner needs no read access to the evo_fsr tree.
+RUNNER_FILES = ("runner.py", "cudart.py", "confine.py")
 
 
 class RunnerTimeout(Exception):
@@ -36,12 +40,24 @@ class RunnerProcess:
 
     def __init__(self, workdir: Path, policy: SandboxPolicy | None = None, init_timeout_s: float = 60.0) -> None:
         self.workdir = workdir
+        policy = policy or SandboxPolicy.for_candidate()
+        # --- sandbox hook: private copy of the runner + its confinement policy -------------
+        private = workdir / ".runner"
+        private.mkdir(exist_ok=True)
+        for name in RUNNER_FILES:
+            shutil.copyfile(RUNNER_SCRIPT.parent / name, private / name)
+        argv = [sys.executable, "-I", str(private / "runner.py"), str(workdir)]
+        confinement = confine_policy(policy, str(workdir))
+        # --- end sandbox hook --------------------------------------------------------------
         cmd_r, self._cmd_w = os.pipe()
         self._reply_r, reply_w = os.pipe()
+        argv += [str(cmd_r), str(reply_w)]
+        if confinement:
+            (private / "policy.json").write_text(json.dumps(confinement))
+            argv.append(str(private / "policy.json"))
         try:
-            self.proc, self.output = spawn_sandboxed(
-                [sys.executable, "-I", str(RUNNER_SCRIPT), str(workdir), str(cmd_r), str(reply_w)],
-                cwd=str(workdir), policy=policy or SandboxPolicy.for_candidate(), pass_fds=(cmd_r, reply_w))
+            self.proc, self.output = spawn_sandboxed(argv, cwd=str(workdir), policy=policy,
+                                                     pass_fds=(cmd_r, reply_w))
         finally:
             os.close(cmd_r)
             os.close(reply_w)
@@ -60,7 +76,12 @@ class RunnerProcess:
             os.write(self._cmd_w, (json.dumps(message) + "\n").encode())
         except BrokenPipeError:
             raise self._died() from None
-        return self.await_reply(timeout_s)
+        reply = self.await_reply(timeout_s)
+        if reply.get("op") != message["op"]:   # sandbox hook: an injected or out-of-order reply
+            kill_group(self.proc)
+            raise RunnerDied(f"protocol violation: reply to {reply.get('op')!r} while awaiting "
+                             f"{message['op']!r}", None)
+        return reply
 
     def await_reply(self, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
@@ -77,7 +98,16 @@ class RunnerProcess:
                 raise self._died()
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
-        reply = json.loads(line)
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            kill_group(self.proc)
+            raise RunnerDied("protocol violation: malformed reply from the candidate process", None) from None
+        if not isinstance(reply, dict):
+            kill_group(self.proc)
+            raise RunnerDied("protocol violation: malformed reply from the candidate process", None)
+        if reply.get("op") == "init" and "confinement" in reply:
+            report_confinement(reply["confinement"])
         if "error" in reply and reply.get("op") == "init":
             raise RunnerDied(f"runner could not start: {reply['error']}", None)
         return reply

@@ -235,7 +235,10 @@ def confine_policy(policy: SandboxPolicy, workdir: str) -> dict[str, Any]:
     return {"netns": policy.netns and not str(support["netns"]).startswith("off"),
             "landlock": policy.landlock and support["landlock_abi"] > 0,
             "caps": policy.drop_caps, "seccomp": policy.seccomp and bool(support["seccomp"]),
-            "read": list(read_allow_list(policy.extra_read)), "write": [os.path.realpath(workdir)],
+            "read": list(read_allow_list(policy.extra_read)),
+            # /proc/self resolves in the confined process to its own /proc/<pid>: the CUDA driver
+            # writes there while it initialises (found on an H100, driver 13.0)
+            "write": [os.path.realpath(workdir), "/proc/self"],
             "devices": list(device_allow_list())}
 
 

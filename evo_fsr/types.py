@@ -145,7 +145,8 @@ class EvalResult:
 
         e.g. ``compile_error``, ``crash``, ``timeout``, ``wrong:unwritten``, ``wrong:tolerance``,
         ``wrong:input-modified``, ``wrong:nondeterministic``, ``wrong:benchmark-shape``,
-        ``flagged:escaped-stream``, ``flagged:under-floor``.
+        ``flagged:escaped-stream``, ``flagged:under-floor``, ``wrong:timed-calls``,
+        ``crash:sandbox-violation`` (seccomp killed it, or it forged runner replies).
         """
         if self.status is Status.OK:
             return None
@@ -158,11 +159,15 @@ class EvalResult:
                 return "wrong:input-modified"
             if "non-deterministic" in reason:
                 return "wrong:nondeterministic"
+            if "while timing" in self.summary:
+                return "wrong:timed-calls"
             if "benchmark" in self.summary:
                 return "wrong:benchmark-shape"
             if reason.startswith(("nan", "inf")):
                 return "wrong:unwritten-or-nonfinite"
             return "wrong:tolerance"
+        if self.status is Status.CRASH and ("SIGSYS" in self.summary or "protocol violation" in self.summary):
+            return "crash:sandbox-violation"
         return self.status.value
 
     def log(self, stage: str) -> str:

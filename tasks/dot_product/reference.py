@@ -27,3 +27,8 @@ def reference(inputs: Mapping[str, Any], dims: Mapping[str, int], xp: Any = np) 
     x = xp.asarray(inputs["x"]).astype(xp.float64)
     y = xp.asarray(inputs["y"]).astype(xp.float64)
     return {"out": xp.sum(x * y).reshape(1)}
+
+
+def library(inputs: Mapping[str, Any], dims: Mapping[str, Any], torch: Any) -> dict[str, Any]:
+    """The library implementation timed beside candidates (PyTorch, float32, TF32 off)."""
+    return {"out": torch.dot(inputs["x"], inputs["y"]).reshape(1)}

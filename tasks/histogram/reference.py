@@ -26,3 +26,8 @@ def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) ->
 def reference(inputs: Mapping[str, Any], dims: Mapping[str, int], xp: Any = np) -> dict[str, Any]:
     x = xp.asarray(inputs["x"]).astype(xp.int64).ravel()
     return {"hist": xp.bincount(x, minlength=BINS).astype(xp.int64)}
+
+
+def library(inputs: Mapping[str, Any], dims: Mapping[str, Any], torch: Any) -> dict[str, Any]:
+    """The library implementation timed beside candidates (PyTorch, float32, TF32 off)."""
+    return {"hist": torch.bincount(inputs["x"], minlength=256).to(torch.int32)}

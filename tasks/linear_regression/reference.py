@@ -41,3 +41,9 @@ def reference(inputs: Mapping[str, Any], dims: Mapping[str, int], xp: Any = np) 
     gram = X.T @ X
     rhs = X.T @ y
     return {"beta": xp.linalg.solve(gram, rhs)}
+
+
+def library(inputs: Mapping[str, Any], dims: Mapping[str, Any], torch: Any) -> dict[str, Any]:
+    """The library implementation timed beside candidates (PyTorch, float32, TF32 off)."""
+    X, y = inputs["X"], inputs["y"]
+    return {"beta": torch.linalg.solve(X.T @ X, X.T @ y)}

@@ -43,3 +43,9 @@ def reference(inputs: Mapping[str, Any], dims: Mapping[str, int], xp: Any = np) 
                           w0:w0 + s * (OW - 1) + 1:s]
                 y = xp.maximum(y, win)
     return {"y": y}
+
+
+def library(inputs: Mapping[str, Any], dims: Mapping[str, Any], torch: Any) -> dict[str, Any]:
+    """The library implementation timed beside candidates (PyTorch, float32, TF32 off)."""
+    return {"y": torch.nn.functional.max_pool3d(inputs["x"], kernel_size=int(dims["kernel_size"]), stride=int(dims["stride"]),
+                                                padding=int(dims["padding"]), dilation=int(dims["dilation"]))}

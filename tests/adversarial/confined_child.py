@@ -1,0 +1,72 @@
+"""Applies the candidate runner's confinement to itself (like runner.py, minus CUDA), then tries
+one forbidden thing and prints a JSON line with what happened.  Run by test_adversarial_cpu.py:
+
+    python -I confined_child.py POLICY_JSON_FILE ACTION [ARG]
+"""
+import json
+import os
+import socket
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import confine  # noqa: E402 - the copy next to this file
+
+policy = json.load(open(sys.argv[1]))
+status = confine.startup(policy)
+status.update(confine.after_init(policy))
+action, arg = sys.argv[2], (sys.argv[3] if len(sys.argv) > 3 else "")
+
+
+def attempt(fn):
+    try:
+        return {"ok": True, "value": fn()}
+    except Exception as exc:  # noqa: BLE001
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def write(path):
+    with open(path, "w") as f:
+        f.write("adversarial")
+    return path
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read(64).decode(errors="replace")
+
+
+def connect(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(2)
+    s.connect(("127.0.0.1", int(port)))
+    s.close()
+    return "connected"
+
+
+def thread():
+    out = []
+    t = threading.Thread(target=lambda: out.append(42))
+    t.start()
+    t.join()
+    return out[0]
+
+
+actions = {
+    "status": lambda: status,
+    "write": lambda: write(arg),
+    "read": lambda: read(arg),
+    "environ": lambda: read(f"/proc/{os.getppid()}/environ"),
+    "connect": lambda: connect(arg),
+    "fork": lambda: os.fork(),
+    "exec": lambda: os.execv("/bin/true", ["true"]),
+    "system": lambda: os.system("true"),
+    "kill_parent": lambda: os.kill(os.getppid(), 0),
+    "kill_all": lambda: os.kill(-1, 0),
+    "thread": thread,
+    "env": lambda: dict(os.environ),
+}
+result = attempt(actions[action])
+if action == "fork" and result.get("value") == 0:
+    os._exit(0)
+print(json.dumps({"status": status, **result}), flush=True)
