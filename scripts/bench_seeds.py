@@ -26,7 +26,9 @@ from evo_fsr.types import Candidate  # noqa: E402
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", nargs="*", default=None)
-    parser.add_argument("--trials", type=int, default=50)
+    parser.add_argument("--trials", type=int, default=50, help="max timed trials per shape")
+    parser.add_argument("--budget-s", type=float, default=2.0, help="timing budget per shape (both kernels)")
+    parser.add_argument("--validation-seeds", type=int, default=2)
     parser.add_argument("--markdown", type=Path, help="also write the table as markdown here")
     args = parser.parse_args()
     rows: list[list[str]] = []
@@ -34,18 +36,22 @@ def main() -> int:
     gpu_name = ""
     for name in args.tasks or discover():
         task = get_task(name)
-        ev = Evaluator(task, EvalConfig(max_trials=args.trials))
-        gpu_name = ev.gpu_info.name
+        ev = Evaluator(task, EvalConfig(max_trials=args.trials, time_budget_s=args.budget_s,
+                                        validation_seeds=args.validation_seeds))
         lib = {}
         for shape in ev.bench_shapes:
             inputs, expected = ev.benchmark_case(shape)
             lib[shape.label] = library_median_ms(task, shape, inputs, expected)
+        if not gpu_name:
+            print(f"GPU: {ev.gpu_info.name}", flush=True)
         for seed, source in task.seeds().items():
             start = time.perf_counter()
             result = ev.evaluate(Candidate(task=name, source=source, label=seed))
             wall = time.perf_counter() - start
+            gpu_name = result.gpu_name or ev.gpu_info.name
             if not result.timings:
                 rows.append([name, seed, "-", result.status.value, "-", "-", "-", "-", "-", result.summary[:60]])
+                print("  ".join(rows[-1]), flush=True)
                 continue
             gpu_s = sum((t.median_ms + t.baseline_median_ms) * (t.trials + ev.config.warmup + 1) for t in result.timings) / 1e3
             overheads.append(f"{name}/{seed}: evaluation {result.evaluate_seconds:.2f} s, of which timed GPU work "
@@ -57,6 +63,7 @@ def main() -> int:
                 rows.append([name, seed, t.shape_label, result.status.value, f"{t.median_ms:.4f}",
                              f"{t.baseline_median_ms:.4f}", f"{t.speedup:.2f}x", f"{t.speed_of_light_ms:.4f}",
                              f"{100 * t.fraction_of_light:.1f}%", f"{lib_ms:.4f}" if lib_ms else "-"])
+                print("  ".join(rows[-1]), flush=True)      # progress, in case the run is cut short
     header = ["task", "seed", "shape", "status", "median ms", "naive ms", "speedup", "SOL ms", "% SOL", "torch ms"]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     print(f"GPU: {gpu_name}")

@@ -10,12 +10,14 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 step "GPU"; nvidia-smi -L
 step "pytest -m gpu"
 python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu tests/adversarial 2>&1 | tee "$out/gpu_tests.log" | tail -n 15
+if [ -z "${SKIP_KNOB_EVOLVE:-}" ]; then
 step "evolve: knob operators, one GPU"
 run=$out/evolve_knobs
 python3 scripts/evolve.py --task conv2d --pop 32 --gens 10 --shapes quick --set ray.num_gpus=1 \
     --set eval.max_trials=20 --out "$run" 2>&1 | tee "$out/evolve_knobs.log" | tail -n 30
 step "best.cu re-evaluated"
 python3 scripts/evaluate.py --task conv2d "$run/best.cu" seed:implicit_gemm 2>&1 | tee "$out/best_eval.log" | tail -n 25
+fi
 step "evolve: LLM operators against a local server of prepared replies"
 python3 scripts/prepared_llm_server.py --replies scripts/prepared_replies/conv2d --port 8765 --seconds 600 \
     --log "$out/prepared_requests.jsonl" & server=$!
