@@ -19,8 +19,8 @@ Stages:
 from __future__ import annotations
 
 import functools
+import json
 import logging
-import math
 import os
 import secrets
 import shutil
@@ -37,7 +37,7 @@ from . import profile
 from .gpu import gpu_info_from_probe
 from .harness import RunnerDied, RunnerProcess, RunnerTimeout
 from .tasks import Shape, Task, get_task
-from .types import Candidate, EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
+from .types import Candidate, EvalResult, GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
 from .validate import check_outputs, compare_inputs_unchanged
 
 log = logging.getLogger(__name__)
@@ -150,7 +150,6 @@ class Evaluator:
             counters=tuple(session.counters.items()))
 
     def _job_json(self) -> str:
-        import json
         args = [{"name": a.name, "role": a.role, "dtype": a.dtype, "np_dtype": NP_DTYPES.get(a.dtype, "")}
                 for a in self.task.args]
         return json.dumps({"args": args, "libs": {"candidate": "candidate.so", "baseline": "baseline.so"},
@@ -208,7 +207,8 @@ class _Session:
         self.candidate, self.work = candidate, work
         self.logs: list[tuple[str, str]] = []
         self.counters: dict[str, int] = {}
-        self._case = 0
+        self._case_count = 0
+        self._where = "starting"          # the stage, for crash and timeout summaries
 
     def run(self) -> tuple[Status, str, Mismatch | None, list[ShapeTiming]]:
         seed = self.cfg.validation_seed if self.cfg.validation_seed is not None else secrets.randbelow(2**31)
@@ -231,22 +231,28 @@ class _Session:
                 runner.close()
                 self.logs.append(("run", runner.log_text()))
 
-    _where = "starting"
-
     # -- stages ---------------------------------------------------------------------------
-    def _launch(self, runner: RunnerProcess, lib: str, shape: Shape, inputs: dict[str, np.ndarray],
-                timeout_s: float) -> dict[str, np.ndarray] | str:
-        """One launch on fresh buffers: the raw outputs (and inputs as they came back), or an error."""
-        self._case += 1
-        folder = self.work / f"case{self._case}"
+    def _case(self, inputs: dict[str, np.ndarray], folder: Path | None = None) -> Path:
+        """A fresh folder holding the inputs as .npy files, for the runner to read."""
+        if folder is None:
+            self._case_count += 1
+            folder = self.work / f"case{self._case_count}"
         folder.mkdir()
         for name, array in inputs.items():
             np.save(folder / f"{name}.npy", array)
-        shapes = {a.name: list(a.dims_of(shape.env)) for a in self.task.args if a.is_buffer}
-        scalars = {a.name: _scalar(a.value(shape.env), a.dtype) for a in self.task.args
-                   if a.role == "scalar" and a.value is not None}
-        reply = runner.send({"op": "run", "lib": lib, "dir": folder.name, "shapes": shapes, "scalars": scalars},
-                            timeout_s)
+        return folder
+
+    def _spec(self, shape: Shape) -> dict[str, Any]:
+        """Buffer shapes and scalar values of ``launch`` for one shape (part of a command)."""
+        return {"shapes": {a.name: list(a.dims_of(shape.env)) for a in self.task.args if a.is_buffer},
+                "scalars": {a.name: _scalar(a.value(shape.env), a.dtype) for a in self.task.args
+                            if a.role == "scalar" and a.value is not None}}
+
+    def _launch(self, runner: RunnerProcess, lib: str, shape: Shape, folder: Path,
+                timeout_s: float) -> dict[str, np.ndarray] | str:
+        """One launch on fresh buffers from ``folder``: the raw outputs (and the inputs as they came
+        back, as ``after:<name>``), or an error."""
+        reply = runner.send({"op": "run", "lib": lib, "dir": folder.name, **self._spec(shape)}, timeout_s)
         if "error" in reply:
             return f"{reply.get('cuda_error') or 'error'}: {reply['error']}"
         if reply["rc"] != 0 or reply["last_error"] != 0:
@@ -258,12 +264,19 @@ class _Session:
                 raw[arg.name] = np.load(folder / f"out_{arg.name}.npy")
             elif arg.role == "input":
                 raw["after:" + arg.name] = np.load(folder / f"after_{arg.name}.npy")
-        shutil.rmtree(folder, ignore_errors=True)
         return raw
+
+    def _launch_fresh(self, runner: RunnerProcess, shape: Shape, inputs: dict[str, np.ndarray],
+                      timeout_s: float) -> dict[str, np.ndarray] | str:
+        folder = self._case(inputs)
+        try:
+            return self._launch(runner, "candidate", shape, folder, timeout_s)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _check(self, raw: dict[str, np.ndarray], inputs: dict[str, np.ndarray], expected: dict[str, Any],
                shape: Shape, xp: Any = np) -> Mismatch | None:
-        read_only = {a.name: inputs[a.name] for a in self.task.args if a.role == "input"}
+        read_only = {a.name: inputs[a.name] for a in self.task.args if a.role == "input" and "after:" + a.name in raw}
         changed = compare_inputs_unchanged(read_only, {k: raw["after:" + k] for k in read_only}, shape.label)
         if changed:
             return changed
@@ -279,7 +292,7 @@ class _Session:
             for trial in range(self.cfg.validation_seeds):
                 self._where = f"validation shape {shape.label}"
                 inputs = self.ev.make_case(shape, seed + 7919 * s_index + 104729 * trial)
-                raw = self._launch(runner, "candidate", shape, inputs, self.cfg.validation_timeout_s)
+                raw = self._launch_fresh(runner, shape, inputs, self.cfg.validation_timeout_s)
                 self.counters["validation_launches"] = self.counters.get("validation_launches", 0) + 1
                 if isinstance(raw, str):
                     return Status.CRASH, f"crash: {raw} ({self._where})", None, []
@@ -291,7 +304,7 @@ class _Session:
                     firsts.append((shape, inputs, raw))
         for shape, inputs, raw in (firsts if self.cfg.determinism_check else []):
             self._where = f"determinism re-run on {shape.label}"
-            again = self._launch(runner, "candidate", shape, inputs, self.cfg.validation_timeout_s)
+            again = self._launch_fresh(runner, shape, inputs, self.cfg.validation_timeout_s)
             if isinstance(again, str):
                 return Status.CRASH, f"crash: {again} ({self._where})", None, []
             for name, out in raw.items():
@@ -314,26 +327,20 @@ class _Session:
         for shape in self.ev.bench_shapes:
             self._where = f"benchmark shape {shape.label}"
             inputs, expected = self.ev.benchmark_case(shape)
-            raw = self._launch(runner, "candidate", shape, inputs, self.cfg.benchmark_timeout_s)
+            alt_inputs, alt_expected = self.ev.benchmark_case(shape, variant=1)   # issue 4
+            # one folder per shape: the checked launch and the timing read the same input files
+            # (were they changed in between, the timed outputs below would no longer match)
+            folder = self._case(inputs)
+            self._case(alt_inputs, folder / "alt")
+            raw = self._launch(runner, "candidate", shape, folder, self.cfg.benchmark_timeout_s)
             if isinstance(raw, str):
                 return Status.CRASH, f"crash: {raw} ({self._where})", None, timings
             mismatch = self._check(raw, inputs, expected, shape, self.ev.bench_xp)
             if mismatch:
                 return Status.WRONG, f"wrong result on a benchmark shape: {mismatch.describe()}", mismatch, timings
-            folder = self.work / f"case{self._case}t"
-            folder.mkdir()
-            for name, array in inputs.items():
-                np.save(folder / f"{name}.npy", array)
-            alt_inputs, alt_expected = self.ev.benchmark_case(shape, variant=1)   # issue 4
-            (folder / "alt").mkdir()
-            for name, array in alt_inputs.items():
-                np.save(folder / "alt" / f"{name}.npy", array)
             reply = runner.send({
                 "op": "time", "lib": ["candidate", "baseline"], "dir": folder.name, "alt_dir": f"{folder.name}/alt",
-                "shapes": {a.name: list(a.dims_of(shape.env)) for a in self.task.args if a.is_buffer},
-                "scalars": {a.name: _scalar(a.value(shape.env), a.dtype) for a in self.task.args
-                            if a.role == "scalar" and a.value is not None},
-                "max_trials": self.cfg.max_trials, "min_trials": self.cfg.min_trials,
+                **self._spec(shape), "max_trials": self.cfg.max_trials, "min_trials": self.cfg.min_trials,
                 "budget_s": self.cfg.time_budget_s, "warmup": self.cfg.warmup,
             }, self.cfg.benchmark_timeout_s + 10 * self.cfg.time_budget_s)
             if "error" in reply:
@@ -346,7 +353,6 @@ class _Session:
                     continue
                 snap = {a.name: np.load(folder / f"snap{index}_{a.name}.npy") for a in self.task.args
                         if a.role in ("output", "inout")}
-                snap.update({"after:" + k: v for k, v in set_inputs.items()})   # inputs are restored per trial
                 mismatch = self._check(snap, set_inputs, set_expected, shape, self.ev.bench_xp)
             shutil.rmtree(folder, ignore_errors=True)
             if mismatch:
@@ -357,8 +363,7 @@ class _Session:
             timings.append(profile.summarise(shape.label, reply["event_ms"], reply["host_ms"], floor))
             self.counters["timed_trials"] = self.counters.get("timed_trials", 0) + timings[-1].trials
         flagged = [f"{t.shape_label}: {flag}" for t in timings for flag in t.flags]
-        speedups = [t.speedup for t in timings]
-        geomean = math.exp(sum(math.log(s) for s in speedups) / len(speedups)) if speedups and min(speedups) > 0 else 0.0
+        geomean = geometric_mean([t.speedup for t in timings])
         if flagged:
             self.logs.append(("profile", "\n".join(flagged)))
             return Status.FLAGGED, f"timing not credible: {flagged[0]}", None, timings

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .sandbox import (BoundedOutput, SandboxPolicy, confine_policy, kill_group, report_confinement,
+from .sandbox import (SandboxPolicy, confine_policy, kill_group, report_confinement,
                       spawn_sandboxed)
 
 RUNNER_SCRIPT = Path(__file__).resolve().parent / "runner.py"
@@ -145,4 +145,4 @@ class RunnerProcess:
                 pass
 
 
-__all__ = ["RunnerProcess", "RunnerTimeout", "RunnerDied", "BoundedOutput"]
+__all__ = ["RunnerProcess", "RunnerTimeout", "RunnerDied"]

@@ -42,6 +42,13 @@ TIER: dict[Status, int] = {
 _COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
+def geometric_mean(values: list[float]) -> float:
+    """Geometric mean; 0.0 for an empty list or when any value is not positive."""
+    if not values or min(values) <= 0:
+        return 0.0
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def normalise_source(source: str) -> str:
     """Source with comments and whitespace runs removed: duplicates that differ only in
     formatting normalise to the same text (knob comments vanish, knob values stay)."""
@@ -127,10 +134,7 @@ class EvalResult:
     def geomean_speedup(self) -> float | None:
         if not self.status.correct or not self.timings:
             return None
-        speedups = [t.speedup for t in self.timings]
-        if any(s <= 0 for s in speedups):
-            return 0.0
-        return math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+        return geometric_mean([t.speedup for t in self.timings])
 
     @property
     def fitness(self) -> tuple[float, float]:
