@@ -5,6 +5,7 @@
     gens: 10
     islands: 0            # 0 = automatic: 1 island below 16 individuals, 2 from 16 up
     seed: 0
+    evolution: {mode: generational, in_flight: 0}
     selection: {tournament_size: 3, elite: 1, hall_of_fame: 10}
     migration: {interval: 3, size: 1}
     operators: {knob_mutate: 0.35, knob_crossover: 0.15, llm_mutate: 0.3, llm_crossover: 0.1,
@@ -12,6 +13,15 @@
     llm: {model: "", base_url: "", temperature: 0.7, ...}
     eval: {benchmark: "", shapes: [], validation_seeds: 2, max_trials: 50}
     ray: {address: "", num_gpus: 0, hang_timeout_s: 1800}
+
+``evolution.mode`` picks the loop: ``generational`` (engine.py: breed a whole generation,
+evaluate all of it, select; a resumed run reproduces the next generation exactly) or
+``steady`` (steady.py: keep ``evolution.in_flight`` children submitted and replace one
+individual as each result arrives, so the GPUs never wait for a generation's slowest
+candidate; an "epoch" of ``pop`` evaluated children stands in for a generation, ``gens``
+counts epochs, and a resumed run continues but does not reproduce bit-identically, since
+the arrival order depends on timing).  ``in_flight`` 0 means automatic: 4 x evaluator
+workers + 4, so the compiles of new children overlap GPU evaluation.
 
 Unknown keys, wrong types and out-of-range values raise ``ConfigError`` naming the source
 (file or ``--set``), the dotted key and the problem, in one line.
@@ -22,7 +32,7 @@ import dataclasses
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, get_args, get_origin
 
 import yaml
 
@@ -36,6 +46,17 @@ class ConfigError(ValueError):
     def __init__(self, source: str, key: str, problem: str) -> None:
         self.source, self.key, self.problem = source, key, problem
         super().__init__(f"{source}: {key}: {problem}" if key else f"{source}: {problem}")
+
+
+#: The values of ``evolution.mode``.
+EvolutionMode = Literal["generational", "steady"]
+MODES: tuple[str, ...] = get_args(EvolutionMode)
+
+
+@dataclass(frozen=True)
+class EvolutionConfig:
+    mode: EvolutionMode = "generational"   # or "steady": asynchronous steady-state (steady.py)
+    in_flight: int = 0            # steady: candidates kept submitted; 0 = 4 x evaluator workers + 4
 
 
 @dataclass(frozen=True)
@@ -113,6 +134,7 @@ class RunConfig:
     islands: int = 0
     seed: int = 0
     out: str = ""                 # "" = populations/<task>/<YYYYmmdd-HHMMSS>-<seed>/
+    evolution: EvolutionConfig = field(default_factory=EvolutionConfig)
     selection: SelectionConfig = field(default_factory=SelectionConfig)
     migration: MigrationConfig = field(default_factory=MigrationConfig)
     operators: OperatorConfig = field(default_factory=OperatorConfig)
@@ -208,6 +230,11 @@ def _field_type(cls: type, name: str) -> Any:
 
 
 def _coerce(value: Any, kind: Any, source: str, key: str) -> Any:
+    if get_origin(kind) is Literal:
+        allowed = get_args(kind)
+        if value in allowed:
+            return value
+        raise ConfigError(source, key, f"must be one of {', '.join(map(str, allowed))}, got {value!r}")
     if kind is bool:
         if isinstance(value, bool):
             return value
@@ -256,6 +283,9 @@ def validate(config: RunConfig) -> None:
     size = config.pop // config.island_count
     _check(size >= 2, "islands", f"{config.island_count} islands leave fewer than 2 individuals each "
                                  f"in a population of {config.pop}")
+    _check(config.evolution.mode in MODES, "evolution.mode", f"must be one of {', '.join(MODES)}")
+    _check(config.evolution.in_flight >= 0, "evolution.in_flight",
+           f"must be 0 (automatic) or more, got {config.evolution.in_flight}")
     sel = config.selection
     _check(sel.tournament_size >= 1, "selection.tournament_size", "must be at least 1")
     _check(0 <= sel.elite < size, "selection.elite", f"must be in 0..{size - 1} (island size {size})")

@@ -9,6 +9,10 @@ from parents and offspring.  Every ``migration.interval`` generations each islan
 replace the next island's worst (a ring).  After each generation a snapshot (population,
 hall of fame, RNG state, logbook) makes the run resumable; all randomness comes from one
 ``random.Random`` used only in this thread, so a resumed run reproduces the next generation.
+
+This is ``evolution.mode: generational``; ``steady.SteadyEngine`` subclasses ``Engine`` for
+the asynchronous steady-state mode and reuses generation 0, variation, admission, recording
+and the per-generation bookkeeping defined here.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import random
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Container, Protocol
 
 import numpy as np
 from deap import tools
@@ -43,11 +47,21 @@ class EvalBackend(Protocol):
     @property
     def gpu_info(self) -> GpuInfo | None: ...
 
+    @property
+    def size(self) -> int:
+        """Evaluator workers running candidates at once (GPUs of the pool); 1 in-process."""
+        ...
+
     def submit(self, candidate: Candidate) -> None: ...
 
     def poll(self, timeout_s: float) -> list[tuple[Candidate, EvalResult]]: ...
 
     def close(self) -> None: ...
+
+
+def backend_size(backend: EvalBackend) -> int:
+    """``backend.size``, or 1 for a backend that does not say (at least 1)."""
+    return max(1, int(getattr(backend, "size", 1) or 1))
 
 
 class InlineBackend:
@@ -61,6 +75,10 @@ class InlineBackend:
     @property
     def gpu_info(self) -> GpuInfo | None:
         return self._gpu_info
+
+    @property
+    def size(self) -> int:
+        return 1
 
     def submit(self, candidate: Candidate) -> None:
         self._queue.append(candidate)
@@ -107,10 +125,23 @@ class EvolutionResult:
 
 
 @dataclass
-class _Slot:
+class Slot:
+    """One child being bred for an island: an outcome now, or an LLM operator's future."""
+
     island: int
     outcome: Outcome | None = None
     future: Future[Outcome] | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.future is None or self.future.done()
+
+    def resolve(self) -> Outcome:
+        """The outcome (waits for the future; an operator that raised becomes a rejection)."""
+        if self.future is not None:
+            return _outcome(self.future)
+        assert self.outcome is not None
+        return self.outcome
 
 
 class Engine:
@@ -153,8 +184,7 @@ class Engine:
         try:
             if self.generation < 0:
                 self._initialise()
-            while self.generation < self.config.gens:
-                self._step()
+            self._evolve()
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
@@ -172,6 +202,11 @@ class Engine:
             if result is not None and result.status is Status.OK:
                 return ind
         return None
+
+    def _evolve(self) -> None:
+        """Everything after generation 0 (the steady-state mode replaces this loop)."""
+        while self.generation < self.config.gens:
+            self._step()
 
     def restore(self) -> bool:
         """Continue from the store's latest snapshot; False when there is none (fresh start)."""
@@ -193,16 +228,24 @@ class Engine:
             self.logbook.record(**entry)
         self.rng = rng_from_json(snap["rng"])
         self.counters.update(snap.get("counters", {}))
+        self._restore_extra(snap)
         log.info("resumed %s after generation %d (%d evaluated, %d cached past the snapshot)",
                  self.store.root, last, len(self.results), len(self._resume_cache))
         return True
+
+    def _restore_extra(self, snap: dict[str, Any]) -> None:
+        """Mode-specific state from a snapshot (see ``_snapshot_extra``)."""
+
+    def _snapshot_extra(self) -> dict[str, Any]:
+        """Mode-specific state saved with each snapshot (nothing for the generational mode)."""
+        return {}
 
     # -- generations ---------------------------------------------------------------------
     def _initialise(self) -> None:
         start = time.monotonic()
         seeds = [Individual(self.task.name, src, operator="seed", label=name)
                  for name, src in self.task.seeds().items()]
-        slots = [_Slot(i % self.config.island_count, Offspring(s.source, "seed", ())) for i, s in enumerate(seeds)]
+        slots = [Slot(i % self.config.island_count, Offspring(s.source, "seed", ())) for i, s in enumerate(seeds)]
         labels = {s.id: s.label for s in seeds}
         n_llm = round(self.config.pop * self.config.operators.init_llm_fraction) if self._llm_op("llm_mutate") else 0
         wanted = max(0, self.config.pop - len(seeds) - n_llm)
@@ -216,7 +259,7 @@ class Engine:
             child = Individual(self.task.name, variant or "", parents=(parent.id,))
             if variant and child.id not in seen:
                 seen.add(child.id)
-                slots.append(_Slot(len(slots) % self.config.island_count,
+                slots.append(Slot(len(slots) % self.config.island_count,
                                    Offspring(variant, "knob_variant", (parent.id,))))
                 wanted -= 1
         for i in range(n_llm):
@@ -237,7 +280,7 @@ class Engine:
     def _step(self) -> None:
         start = time.monotonic()
         generation = self.generation + 1
-        slots: list[_Slot] = []
+        slots: list[Slot] = []
         pending: set[str] = set()
         for i, island in enumerate(self.islands):
             for _ in range(self.island_sizes[i]):
@@ -251,15 +294,24 @@ class Engine:
             elite = self.config.selection.elite
             self.islands[i] = best(union, elite) + self.selector.select(union, self.island_sizes[i] - elite, self.rng)
         self.failures = [[ind for ind in kids if not ind.correct] for kids in children]
+        self._migrate(generation)
+        self._finish_generation(generation, [ind for _, ind in offspring], stats, start)
+
+    def _migrate(self, generation: int) -> bool:
+        """Ring migration when ``generation`` is a multiple of ``migration.interval``."""
         interval = self.config.migration.interval
         if len(self.islands) > 1 and interval and generation % interval == 0 and self.config.migration.size:
             tools.migRing(self.islands, self.config.migration.size, best, replacement=worst)
             log.info("generation %d: ring migration of %d per island", generation, self.config.migration.size)
-        self._finish_generation(generation, [ind for _, ind in offspring], stats, start)
+            return True
+        return False
 
-    def _vary_one(self, island_index: int, island: list[Individual], pending: set[str]) -> _Slot:
-        names = [op for op, _ in self.operators]
-        operator = self.rng.choices(names, weights=[w for _, w in self.operators])[0]
+    def _vary_one(self, island_index: int, island: list[Individual], pending: set[str],
+                  operators: list[tuple[Operator, float]] | None = None) -> Slot:
+        """One child for the island (``operators`` narrows the draw; default: all usable)."""
+        operators = operators or self.operators
+        names = [op for op, _ in operators]
+        operator = self.rng.choices(names, weights=[w for _, w in operators])[0]
         if operator.wants_failed_parent:
             failed = self.failures[island_index] if island_index < len(self.failures) else []
             if failed:
@@ -274,9 +326,9 @@ class Engine:
                 child_id = Individual(self.task.name, outcome.source).id
                 if child_id not in self.results and child_id not in pending:
                     pending.add(child_id)
-                    return _Slot(island_index, outcome)
+                    return Slot(island_index, outcome)
                 outcome = Rejected(operator.name, outcome.parents, "only already-seen variants found")
-        return _Slot(island_index, outcome)
+        return Slot(island_index, outcome)
 
     def _parents(self, island: list[Individual], arity: int) -> list[Individual]:
         chosen = self.selector.select(island, arity, self.rng)
@@ -289,9 +341,9 @@ class Engine:
     def _llm_op(self, name: str) -> Operator | None:
         return REGISTRY[name] if self.llm is not None else None
 
-    def _launch(self, island: int, operator: Operator | None, parents: list[Individual]) -> _Slot:
+    def _launch(self, island: int, operator: Operator | None, parents: list[Individual]) -> Slot:
         assert operator is not None and self._executor is not None
-        return _Slot(island, future=self._executor.submit(operator.vary, parents, self._context(), None))
+        return Slot(island, future=self._executor.submit(operator.vary, parents, self._context(), None))
 
     def _context(self) -> VariationContext:
         return VariationContext(task_name=self.task.name, task_description=self.task.describe_for_prompt(),
@@ -299,7 +351,7 @@ class Engine:
                                 knob_mutation_rate=self.config.operators.knob_mutation_rate)
 
     # -- evaluation ----------------------------------------------------------------------
-    def _evaluate(self, generation: int, slots: list[_Slot],
+    def _evaluate(self, generation: int, slots: list[Slot],
                   labels: dict[str, str]) -> tuple[list[tuple[int, Individual]], dict[str, int]]:
         """Resolve slots as their outcomes arrive, submit new candidates, collect results;
         returns (island, individual) in slot order, so the RNG sees a deterministic order."""
@@ -311,16 +363,17 @@ class Engine:
             still = []
             for index in waiting:
                 slot = slots[index]
-                if slot.future is not None and not slot.future.done():
+                if not slot.ready:
                     still.append(index)
                     continue
-                outcome = slot.outcome if slot.future is None else _outcome(slot.future)
+                outcome = slot.resolve()
                 ind = self._admit(generation, slot.island, outcome, labels, in_flight, stats)
                 if ind is None:
                     continue
                 cached = self._resume_cache.pop(ind.id, None)
                 if cached is not None:      # evaluated before an interruption: no GPU time again
-                    self._accept(generation, slot.island, ind, cached, outcome, stats, placed, index, cached=True)
+                    placed[index] = ind
+                    self._accept(generation, slot.island, ind, cached, outcome, stats, cached=True)
                 else:
                     in_flight[ind.id] = index
                     placed[index] = ind
@@ -335,13 +388,14 @@ class Engine:
                 if index is None:
                     log.warning("result for an unknown candidate %s ignored", candidate.id)
                     continue
-                outcome = slots[index].outcome if slots[index].future is None else _outcome(slots[index].future)
-                self._accept(generation, slots[index].island, placed[index], result, outcome, stats, placed, index)
+                outcome = slots[index].resolve()
+                self._accept(generation, slots[index].island, placed[index], result, outcome, stats)
         done = [(slots[i].island, placed[i]) for i in sorted(placed) if placed[i].fitness.valid]
         return done, stats
 
     def _admit(self, generation: int, island: int, outcome: Outcome, labels: dict[str, str],
-               in_flight: dict[str, int], stats: dict[str, int]) -> Individual | None:
+               in_flight: Container[str], stats: dict[str, int]) -> Individual | None:
+        """The outcome as an individual to evaluate, or None (a rejection or a duplicate, recorded)."""
         if isinstance(outcome, Rejected):
             stats["rejected"] += 1
             self.store.append({"kind": "rejected", "generation": generation, "island": island,
@@ -361,9 +415,9 @@ class Engine:
         return ind
 
     def _accept(self, generation: int, island: int, ind: Individual, result: EvalResult, outcome: Outcome,
-                stats: dict[str, int], placed: dict[int, Individual], index: int, cached: bool = False) -> None:
+                stats: dict[str, int], cached: bool = False) -> None:
+        """Give ``ind`` its fitness and record it (kernels/, candidates.jsonl, ``results``)."""
         ind.fitness.values = result.fitness
-        placed[index] = ind
         self.results[ind.id] = result
         stats["evaluated"] += 1
         stats["correct"] += int(result.status.correct)
@@ -405,6 +459,7 @@ class Engine:
             "counters": self.counters,
             "llm_usage": {"calls": usage.calls, "failed_calls": usage.failed_calls,
                           "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
+            **self._snapshot_extra(),
         })
         if self.on_generation is not None:
             self.on_generation(GenerationReport(

@@ -13,22 +13,31 @@ Stages:
     outputs, inputs checked unchanged; the first mismatch ends it (WRONG);
  2. determinism: the first validation input set again, outputs must be bitwise equal (races,
     uninitialised reads);
- 3. benchmark: per benchmark shape, outputs checked once more against the reference (a kernel
-    must not special-case the timed shape), then candidate and baseline timed interleaved.
+ 3. benchmark: per benchmark shape, candidate and baseline timed interleaved; every timed call
+    sees inputs it has not seen before (the benchmark set rotated by a secret offset per trial),
+    and the candidate's outputs of two secretly chosen timed calls are checked against the
+    reference (a kernel must not special-case the timed shape, cache its outputs or skip work).
+
+One runner process is started ahead (the "spare"): its Python start-up overlaps the current
+candidate's evaluation, its CUDA start-up begins once the current candidate's timing is over,
+and the previous runner's exit is awaited before the next timing, so only the candidate's own
+runner drives the GPU while it is timed.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import os
+import random
 import secrets
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -65,6 +74,8 @@ class EvalConfig:
     cache_dir: str | None = str(nvcc.DEFAULT_CACHE_DIR)
     reference_device: str = "auto"            # "auto" (CuPy for benchmark shapes if present) | "cpu"
     profile: bool = True                      # False: validate only (no timing)
+    checked_timed_calls: int = 2              # timed calls per shape whose outputs are checked
+    prespawn: bool = True                     # start the next candidate's runner ahead of time
     extra: tuple[tuple[str, Any], ...] = field(default=())
 
 
@@ -89,7 +100,12 @@ class Evaluator:
         self.bench_shapes = self.config.shapes or self.task.benchmark(self.config.benchmark)
         self._gpu: GpuInfo | None = None
         self._baseline: nvcc.CompileResult | None = None
-        self._bench_cache: dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = {}
+        self._bench_cache: dict[str, tuple[dict[str, np.ndarray], dict[str, Any]]] = {}
+        self._plans: dict[str, TimingPlan] = {}
+        # secret per evaluator: which rotations the timed calls see and which of them are checked
+        self._plan_rng = random.Random(secrets.randbits(64))
+        self._spare: tuple[Path, RunnerProcess] | None = None
+        self._dying: list[RunnerProcess] = []     # killed runners whose exit is not yet awaited
 
     # -- lazily probed ------------------------------------------------------------------
     @property
@@ -132,22 +148,110 @@ class Evaluator:
             return compile_failure_result(candidate, compiled)
         gpu, baseline = self.gpu_info, self.baseline
         start = time.perf_counter()
-        work = Path(tempfile.mkdtemp(prefix="evo-fsr-cand-", dir=_scratch_root()))
+        work, runner, ahead = self._take_runner()
         session = _Session(self, candidate, work)
+        if ahead:
+            with session._stage("startup"):
+                work, runner = self._started(work, runner)
+            session.work = work
         try:
-            (work / "candidate.so").write_bytes(compiled.binary)
-            (work / "baseline.so").write_bytes(baseline.binary)
-            (work / "job.json").write_text(self._job_json())
-            status, summary, mismatch, timings = session.run()
+            with session._stage("prepare"):
+                (work / "candidate.so").write_bytes(compiled.binary)
+                (work / "baseline.so").write_bytes(baseline.binary)
+                if self.config.prespawn:
+                    self._start_spare()      # its start-up overlaps this candidate's validation
+            status, summary, mismatch, timings = session.run(runner)
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            with session._stage("cleanup"):
+                shutil.rmtree(work, ignore_errors=True)
         logs = [("compile", compiled.log)] if compiled.log else []
         logs += [(stage, text) for stage, text in session.logs if text]
         return EvalResult(
             candidate_id=candidate.id, task=self.task.name, status=status, summary=summary,
             timings=tuple(timings), mismatch=mismatch, logs=tuple(logs), gpu_name=gpu.name,
             compile_seconds=compiled.seconds, evaluate_seconds=time.perf_counter() - start,
-            counters=tuple(session.counters.items()))
+            counters=tuple(session.counters.items()),
+            stage_seconds=tuple((k, round(v, 4)) for k, v in session.stage_seconds.items()))
+
+    # -- runner processes: one fresh process per candidate, the next one started ahead ----
+    def _new_runner(self, start_cuda: bool = True) -> tuple[Path, RunnerProcess]:
+        work = Path(tempfile.mkdtemp(prefix="evo-fsr-cand-", dir=_scratch_root()))
+        (work / "job.json").write_text(self._job_json())
+        try:
+            return work, RunnerProcess(work, wait=False, start_cuda=start_cuda)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+
+    def _take_runner(self) -> tuple[Path, RunnerProcess, bool]:
+        """(workdir, runner, started ahead?): the spare if there is one, else a new runner."""
+        if self._spare is not None:
+            spare, self._spare = self._spare, None
+            if spare[1].proc.poll() is None:
+                return (*spare, True)
+            self._discard(spare)
+        return (*self._new_runner(), False)
+
+    def _started(self, work: Path, runner: RunnerProcess) -> tuple[Path, RunnerProcess]:
+        """A runner started ahead, up; one that failed to start (say, the GPU memory was still
+        held by the previous candidate) is replaced by a fresh one, whose errors are then this
+        candidate's to report."""
+        try:
+            runner.ready()
+            return work, runner
+        except (RunnerDied, RunnerTimeout) as exc:
+            log.warning("a runner started ahead failed to start (%s); starting a fresh one", exc)
+            self._discard((work, runner))
+            while self._dying:
+                self._dying.pop().reap()
+            return self._new_runner()
+
+    def _start_spare(self) -> None:
+        """Start the next candidate's runner: Python and the sandbox now, CUDA after this
+        candidate's timing (``release``)."""
+        if self._spare is None:
+            try:
+                self._spare = self._new_runner(start_cuda=False)
+            except OSError as exc:
+                log.warning("could not start a spare runner (the next one starts on demand): %s", exc)
+
+    def reap_later(self, runner: RunnerProcess) -> None:
+        self._dying.append(runner)
+        while len(self._dying) > 4:       # many failures in a row, no timing stage: reap now
+            self._dying.pop(0).reap()
+
+    def quiet_for_timing(self) -> None:
+        """Before timing: the previous candidates' runners are gone (their CUDA contexts torn
+        down); the spare has not started CUDA yet, so nothing of ours but the candidate's runner
+        drives the GPU while it is timed."""
+        while self._dying:
+            self._dying.pop().reap()
+
+    def release(self, runner: RunnerProcess) -> None:
+        """The candidate's runner is done (its last timed call returned; outputs are in files):
+        kill it now, so its exit overlaps the checks and the next candidate's validation, and let
+        the spare start CUDA."""
+        runner.close(wait=False)
+        if self._spare is not None:
+            self._spare[1].start_cuda()
+
+    def _discard(self, spare: tuple[Path, RunnerProcess]) -> None:
+        spare[1].close()
+        shutil.rmtree(spare[0], ignore_errors=True)
+
+    def close(self) -> None:
+        """Stop the spare runner (also done at interpreter exit)."""
+        while self._dying:
+            self._dying.pop().reap()
+        if self._spare is not None:
+            self._discard(self._spare)
+            self._spare = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: best effort
+            pass
 
     def _job_json(self) -> str:
         args = [{"name": a.name, "role": a.role, "dtype": a.dtype, "np_dtype": NP_DTYPES.get(a.dtype, "")}
@@ -175,14 +279,58 @@ class Evaluator:
         ref = self.task.reference({k: xp.asarray(v) for k, v in inputs.items()}, shape.env, xp=xp)
         return {k: xp.asarray(v) for k, v in ref.items()}
 
-    def benchmark_case(self, shape: Shape, variant: int = 0) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Inputs (fixed seed) and reference of a benchmark shape, computed once per evaluator;
-        the reference stays on the GPU when CuPy is used (``self.bench_xp``).  ``variant`` 1 is the
-        second input set that alternates with the first while timing (issue 4)."""
-        key = shape.label if variant == 0 else f"{shape.label}#{variant}"
+    def benchmark_inputs(self, shape: Shape) -> dict[str, np.ndarray]:
+        """The benchmark input set of a shape (fixed seed), made once per evaluator."""
+        key = f"{shape.label}#inputs"
         if key not in self._bench_cache:
-            inputs = self.make_case(shape, BENCHMARK_SEED + variant)
+            self._bench_cache[key] = (self.make_case(shape, BENCHMARK_SEED), {})
+        return self._bench_cache[key][0]
+
+    def benchmark_case(self, shape: Shape) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Benchmark inputs and their reference (on the GPU when CuPy is used, ``self.bench_xp``),
+        computed once per evaluator."""
+        key = shape.label
+        if key not in self._bench_cache:
+            inputs = self.benchmark_inputs(shape)
             self._bench_cache[key] = (inputs, self.reference_for(inputs, shape, self.bench_xp))
+        return self._bench_cache[key]
+
+    def timing_plan(self, shape: Shape) -> "TimingPlan":
+        """Per trial, the element rotation of each input (all distinct, none zero where the buffer
+        allows), and the trials whose candidate outputs are checked; secret, fixed per evaluator
+        so that the references of the checked calls are computed once."""
+        if shape.label not in self._plans:
+            rng = self._plan_rng
+            sizes = [int(np.prod(a.dims_of(shape.env), dtype=np.int64)) for a in self.task.args
+                     if a.role in ("input", "inout")]
+            trials = max(self.config.max_trials, self.config.min_trials)
+            rotations: list[tuple[int, ...]] = []
+            seen: set[tuple[int, ...]] = set()
+            for _ in range(trials):
+                offsets = tuple(rng.randrange(1, n) if n > 1 else 0 for n in sizes)
+                for _retry in range(8):               # distinct input sets where the sizes allow it
+                    if offsets not in seen:
+                        break
+                    offsets = tuple(rng.randrange(1, n) if n > 1 else 0 for n in sizes)
+                seen.add(offsets)
+                rotations.append(offsets)
+            window = max(1, min(self.config.min_trials, trials))
+            count = max(1, min(self.config.checked_timed_calls, window))
+            checks = tuple(sorted(rng.sample(range(window), count)))
+            self._plans[shape.label] = TimingPlan(tuple(rotations), checks, checks[0])
+        return self._plans[shape.label]
+
+    def checked_case(self, shape: Shape, trial: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Inputs of timed call ``trial`` (the benchmark set, rotated) and their reference."""
+        key = f"{shape.label}@{trial}"
+        if key not in self._bench_cache:
+            offsets = self.timing_plan(shape).rotations[trial]
+            base = self.benchmark_inputs(shape)
+            names = [a.name for a in self.task.args if a.role in ("input", "inout")]
+            rotated = {name: np.roll(base[name].reshape(-1), -off).reshape(base[name].shape)
+                       for name, off in zip(names, offsets)}
+            rotated.update({k: v for k, v in base.items() if k not in rotated})
+            self._bench_cache[key] = (rotated, self.reference_for(rotated, shape, self.bench_xp))
         return self._bench_cache[key]
 
     @functools.cached_property
@@ -199,6 +347,15 @@ class Evaluator:
         return np
 
 
+@dataclass(frozen=True)
+class TimingPlan:
+    """What the timed calls of one benchmark shape see, and which of them are checked."""
+
+    rotations: tuple[tuple[int, ...], ...]     # per trial: element offset of each input buffer
+    check_trials: tuple[int, ...]              # trials whose candidate outputs are checked
+    inputs_after_trial: int                    # trial after which the inputs must be unchanged
+
+
 class _Session:
     """One candidate's run through the stages; collects logs and counters."""
 
@@ -207,15 +364,25 @@ class _Session:
         self.candidate, self.work = candidate, work
         self.logs: list[tuple[str, str]] = []
         self.counters: dict[str, int] = {}
+        self.stage_seconds: dict[str, float] = {}
         self._case_count = 0
         self._where = "starting"          # the stage, for crash and timeout summaries
 
-    def run(self) -> tuple[Status, str, Mismatch | None, list[ShapeTiming]]:
+    @contextlib.contextmanager
+    def _stage(self, name: str) -> Iterator[None]:
+        """Wall seconds per stage, summed (``EvalResult.stage_seconds``)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + time.perf_counter() - start
+
+    def run(self, runner: RunnerProcess) -> tuple[Status, str, Mismatch | None, list[ShapeTiming]]:
         seed = self.cfg.validation_seed if self.cfg.validation_seed is not None else secrets.randbelow(2**31)
         self.counters["validation_seed"] = seed
-        runner: RunnerProcess | None = None
         try:
-            runner = RunnerProcess(self.work)
+            with self._stage("startup"):
+                runner.ready()
             verdict = self._validate(runner, seed)
             if verdict is None and self.cfg.profile:
                 return self._benchmark(runner)
@@ -227,9 +394,10 @@ class _Session:
         except RunnerDied as exc:
             return Status.CRASH, f"crash: {exc} ({self._where})", None, []
         finally:
-            if runner is not None:
-                runner.close()
+            with self._stage("close"):
+                self.ev.release(runner)            # its exit is awaited before the next timing
                 self.logs.append(("run", runner.log_text()))
+                self.ev.reap_later(runner)
 
     # -- stages ---------------------------------------------------------------------------
     def _case(self, inputs: dict[str, np.ndarray], folder: Path | None = None) -> Path:
@@ -288,76 +456,72 @@ class _Session:
         # issue 4: the determinism re-run covers every validation shape (a race or uninitialised
         # read may show only on larger shapes), one input set per shape
         firsts: list[tuple[Shape, dict[str, np.ndarray], dict[str, np.ndarray]]] = []
-        for s_index, shape in enumerate(self.task.validation):
-            for trial in range(self.cfg.validation_seeds):
-                self._where = f"validation shape {shape.label}"
-                inputs = self.ev.make_case(shape, seed + 7919 * s_index + 104729 * trial)
-                raw = self._launch_fresh(runner, shape, inputs, self.cfg.validation_timeout_s)
-                self.counters["validation_launches"] = self.counters.get("validation_launches", 0) + 1
-                if isinstance(raw, str):
-                    return Status.CRASH, f"crash: {raw} ({self._where})", None, []
-                expected = self.ev.reference_for(inputs, shape)
-                mismatch = self._check(raw, inputs, expected, shape)
+        with self._stage("validate"):
+            for s_index, shape in enumerate(self.task.validation):
+                for trial in range(self.cfg.validation_seeds):
+                    self._where = f"validation shape {shape.label}"
+                    inputs = self.ev.make_case(shape, seed + 7919 * s_index + 104729 * trial)
+                    raw = self._launch_fresh(runner, shape, inputs, self.cfg.validation_timeout_s)
+                    self.counters["validation_launches"] = self.counters.get("validation_launches", 0) + 1
+                    if isinstance(raw, str):
+                        return Status.CRASH, f"crash: {raw} ({self._where})", None, []
+                    expected = self.ev.reference_for(inputs, shape)
+                    mismatch = self._check(raw, inputs, expected, shape)
+                    if mismatch:
+                        return Status.WRONG, f"wrong result: {mismatch.describe()}", mismatch, []
+                    if trial == 0:
+                        firsts.append((shape, inputs, raw))
+        with self._stage("determinism"):
+            for shape, inputs, raw in (firsts if self.cfg.determinism_check else []):
+                self._where = f"determinism re-run on {shape.label}"
+                again = self._launch_fresh(runner, shape, inputs, self.cfg.validation_timeout_s)
+                if isinstance(again, str):
+                    return Status.CRASH, f"crash: {again} ({self._where})", None, []
+                mismatch = _first_difference(shape.label, raw, again)
                 if mismatch:
-                    return Status.WRONG, f"wrong result: {mismatch.describe()}", mismatch, []
-                if trial == 0:
-                    firsts.append((shape, inputs, raw))
-        for shape, inputs, raw in (firsts if self.cfg.determinism_check else []):
-            self._where = f"determinism re-run on {shape.label}"
-            again = self._launch_fresh(runner, shape, inputs, self.cfg.validation_timeout_s)
-            if isinstance(again, str):
-                return Status.CRASH, f"crash: {again} ({self._where})", None, []
-            for name, out in raw.items():
-                if name.startswith("after:"):
-                    continue
-                differ = np.flatnonzero(out.reshape(-1).view(np.uint8) != again[name].reshape(-1).view(np.uint8))
-                if differ.size:
-                    i = int(differ[0]) // out.dtype.itemsize
-                    index = tuple(int(v) for v in np.unravel_index(i, out.shape))
-                    mismatch = Mismatch(shape.label, name, index, float(again[name].reshape(-1)[i]),
-                                        float(out.reshape(-1)[i]),
-                                        "non-deterministic: a second run on the same inputs differs "
-                                        "(data race or uninitialised read?)")
                     return Status.WRONG, f"wrong result: {mismatch.describe()}", mismatch, []
         return None
 
     def _benchmark(self, runner: RunnerProcess) -> tuple[Status, str, Mismatch | None, list[ShapeTiming]]:
         gpu = self.ev.gpu_info
+        with self._stage("quiet"):
+            self.ev.quiet_for_timing()      # nothing else of ours drives the GPU while timing
+        try:
+            return self._benchmark_shapes(runner, gpu)
+        finally:
+            self.ev.release(runner)
+
+    def _benchmark_shapes(self, runner: RunnerProcess, gpu: GpuInfo) -> tuple[Status, str, Mismatch | None,
+                                                                              list[ShapeTiming]]:
         timings: list[ShapeTiming] = []
-        for shape in self.ev.bench_shapes:
+        for index, shape in enumerate(self.ev.bench_shapes):
             self._where = f"benchmark shape {shape.label}"
-            inputs, expected = self.ev.benchmark_case(shape)
-            alt_inputs, alt_expected = self.ev.benchmark_case(shape, variant=1)   # issue 4
-            # one folder per shape: the checked launch and the timing read the same input files
-            # (were they changed in between, the timed outputs below would no longer match)
-            folder = self._case(inputs)
-            self._case(alt_inputs, folder / "alt")
-            raw = self._launch(runner, "candidate", shape, folder, self.cfg.benchmark_timeout_s)
-            if isinstance(raw, str):
-                return Status.CRASH, f"crash: {raw} ({self._where})", None, timings
-            mismatch = self._check(raw, inputs, expected, shape, self.ev.bench_xp)
-            if mismatch:
-                return Status.WRONG, f"wrong result on a benchmark shape: {mismatch.describe()}", mismatch, timings
-            reply = runner.send({
-                "op": "time", "lib": ["candidate", "baseline"], "dir": folder.name, "alt_dir": f"{folder.name}/alt",
-                **self._spec(shape), "max_trials": self.cfg.max_trials, "min_trials": self.cfg.min_trials,
-                "budget_s": self.cfg.time_budget_s, "warmup": self.cfg.warmup,
-            }, self.cfg.benchmark_timeout_s + 10 * self.cfg.time_budget_s)
+            plan = self.ev.timing_plan(shape)
+            with self._stage("bench_inputs"):
+                folder = self._case(self.ev.benchmark_inputs(shape))
+            with self._stage("timing"):
+                reply = runner.send({
+                    "op": "time", "lib": ["candidate", "baseline"], "dir": folder.name, **self._spec(shape),
+                    "max_trials": self.cfg.max_trials, "min_trials": self.cfg.min_trials,
+                    "budget_s": self.cfg.time_budget_s, "warmup": self.cfg.warmup,
+                    "rotations": [list(r) for r in plan.rotations], "check_trials": list(plan.check_trials),
+                    "inputs_after_trial": plan.inputs_after_trial,
+                }, self.cfg.benchmark_timeout_s + 10 * self.cfg.time_budget_s)
             if "error" in reply:
                 shutil.rmtree(folder, ignore_errors=True)
                 return Status.CRASH, f"crash while timing: {reply['error']} ({self._where})", None, timings
-            # issue 4: the candidate's outputs from the timed calls (last trial of each input set)
-            mismatch = None
-            for index, (set_inputs, set_expected) in enumerate(((inputs, expected), (alt_inputs, alt_expected))):
-                if str(index) not in reply.get("snapshots", {}) or mismatch:
-                    continue
-                snap = {a.name: np.load(folder / f"snap{index}_{a.name}.npy") for a in self.task.args
-                        if a.role in ("output", "inout")}
-                mismatch = self._check(snap, set_inputs, set_expected, shape, self.ev.bench_xp)
+            if index == len(self.ev.bench_shapes) - 1:
+                self.ev.release(runner)             # last timed call done: the runner can go
+            for phase, ms in (reply.get("phase_ms") or {}).items():
+                key = f"runner_{phase}"
+                self.stage_seconds[key] = self.stage_seconds.get(key, 0.0) + float(ms) / 1e3
+            self.stage_seconds["timed_gpu"] = self.stage_seconds.get("timed_gpu", 0.0) + sum(
+                sum(v) for v in reply["event_ms"].values()) / 1e3
+            with self._stage("timed_check"):
+                verdict = self._check_timed_calls(shape, plan, folder, reply)
             shutil.rmtree(folder, ignore_errors=True)
-            if mismatch:
-                return (Status.WRONG, f"wrong result while timing (output cached across calls or work skipped?): "
-                        f"{mismatch.describe()}", mismatch, timings)
+            if verdict is not None:
+                return (*verdict, timings)
             floor = profile.speed_of_light_ms(self.task.flops_of(shape), self.task.bytes_of(shape), gpu,
                                               self.task.precision)
             timings.append(profile.summarise(shape.label, reply["event_ms"], reply["host_ms"], floor))
@@ -368,6 +532,52 @@ class _Session:
             self.logs.append(("profile", "\n".join(flagged)))
             return Status.FLAGGED, f"timing not credible: {flagged[0]}", None, timings
         return Status.OK, (f"correct; {geomean:.3g}x geomean speedup over naive on {len(timings)} shapes"), None, timings
+
+    def _check_timed_calls(self, shape: Shape, plan: TimingPlan, folder: Path,
+                           reply: dict[str, Any]) -> tuple[Status, str, Mismatch | None] | None:
+        """The candidate's outputs of the checked timed calls against the reference of the inputs
+        those calls saw.  Wrong on every checked call: wrong on the benchmark shape; wrong on some
+        only: outputs cached across calls or work skipped."""
+        taken = {int(t) for t in reply.get("snapshots", ())}
+        missing = [t for t in plan.check_trials if t not in taken]
+        if missing:
+            return (Status.CRASH, f"crash: the runner returned no outputs of checked timed call(s) {missing} "
+                                  f"({self._where})", None)
+        outputs = [a.name for a in self.task.args if a.role in ("output", "inout")]
+        inputs_checked = [a.name for a in self.task.args if a.role == "input"]
+        failures: list[tuple[int, Mismatch]] = []
+        for trial in plan.check_trials:
+            inputs, expected = self.ev.checked_case(shape, trial)
+            raw = {name: np.load(folder / f"snap{trial}_{name}.npy") for name in outputs}
+            if trial == plan.inputs_after_trial:
+                raw.update({"after:" + name: np.load(folder / f"after{trial}_{name}.npy") for name in inputs_checked})
+            mismatch = self._check(raw, inputs, expected, shape, self.ev.bench_xp)
+            if mismatch is not None:
+                if mismatch.output.startswith("input:"):
+                    return Status.WRONG, f"wrong result on a benchmark shape: {mismatch.describe()}", mismatch
+                failures.append((trial, mismatch))
+        if not failures:
+            return None
+        trial, mismatch = failures[0]
+        if len(failures) == len(plan.check_trials):
+            return Status.WRONG, f"wrong result on a benchmark shape: {mismatch.describe()}", mismatch
+        return (Status.WRONG, f"wrong result while timing (output cached across calls or work skipped?), "
+                              f"timed call {trial}: {mismatch.describe()}", mismatch)
+
+
+def _first_difference(label: str, first: dict[str, np.ndarray], again: dict[str, np.ndarray]) -> Mismatch | None:
+    """The first bit that differs between two runs on the same inputs (outputs only)."""
+    for name, out in first.items():
+        if name.startswith("after:"):
+            continue
+        differ = np.flatnonzero(out.reshape(-1).view(np.uint8) != again[name].reshape(-1).view(np.uint8))
+        if differ.size:
+            i = int(differ[0]) // out.dtype.itemsize
+            index = tuple(int(v) for v in np.unravel_index(i, out.shape))
+            return Mismatch(label, name, index, float(again[name].reshape(-1)[i]), float(out.reshape(-1)[i]),
+                            "non-deterministic: a second run on the same inputs differs "
+                            "(data race or uninitialised read?)")
+    return None
 
 
 def _scalar(value: Any, dtype: str) -> int | float:

@@ -38,8 +38,15 @@ class RunnerDied(Exception):
 class RunnerProcess:
     """One runner process in ``workdir``; use as a context manager (always killed on exit)."""
 
-    def __init__(self, workdir: Path, policy: SandboxPolicy | None = None, init_timeout_s: float = 60.0) -> None:
+    def __init__(self, workdir: Path, policy: SandboxPolicy | None = None, init_timeout_s: float = 60.0,
+                 wait: bool = True, start_cuda: bool = True) -> None:
+        """Start the runner.  Its Python start-up goes on in the background; its CUDA start-up
+        begins with ``start_cuda`` (or a later ``start_cuda()``); ``wait`` awaits both, else the
+        first ``send`` (or ``ready``) does."""
         self.workdir = workdir
+        self._init_timeout_s = init_timeout_s
+        self._ready = False
+        self._cuda_started = False
         policy = policy or SandboxPolicy.for_candidate()
         # --- sandbox hook: private copy of the runner + its confinement policy -------------
         private = workdir / ".runner"
@@ -49,6 +56,7 @@ class RunnerProcess:
         argv = [sys.executable, "-I", str(private / "runner.py"), str(workdir)]
         confinement = confine_policy(policy, str(workdir))
         # --- end sandbox hook --------------------------------------------------------------
+        self._pipes_closed = False
         cmd_r, self._cmd_w = os.pipe()
         self._reply_r, reply_w = os.pipe()
         argv += [str(cmd_r), str(reply_w)]
@@ -57,13 +65,32 @@ class RunnerProcess:
             argv.append(str(private / "policy.json"))
         try:
             self.proc, self.output = spawn_sandboxed(argv, cwd=str(workdir), policy=policy,
-                                                     pass_fds=(cmd_r, reply_w))
+                                                     pass_fds=(cmd_r, reply_w), limits_after_start=True)
         finally:
             os.close(cmd_r)
             os.close(reply_w)
         self._buffer = b""
         self.started = time.perf_counter()
-        self.await_reply(init_timeout_s)
+        if start_cuda or wait:
+            self.start_cuda()
+        if wait:
+            self.ready()
+
+    def start_cuda(self) -> None:
+        """Tell the runner to create its CUDA context (once; does not wait)."""
+        if not self._cuda_started:
+            self._cuda_started = True
+            try:
+                os.write(self._cmd_w, b'{"op": "init"}\n')
+            except BrokenPipeError:
+                pass                    # it died: ready() reports how
+
+    def ready(self) -> None:
+        """Await the runner's start-up reply (once); raises RunnerDied / RunnerTimeout."""
+        if not self._ready:
+            self.start_cuda()
+            self.await_reply(self._init_timeout_s)
+            self._ready = True
 
     def __enter__(self) -> "RunnerProcess":
         return self
@@ -72,6 +99,7 @@ class RunnerProcess:
         self.close()
 
     def send(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        self.ready()
         try:
             os.write(self._cmd_w, (json.dumps(message) + "\n").encode())
         except BrokenPipeError:
@@ -130,14 +158,27 @@ class RunnerProcess:
     def log_text(self) -> str:
         return self.output.text(join_timeout_s=1.0)
 
-    def close(self) -> None:
-        if self.proc.poll() is None:
+    def close(self, wait: bool = True) -> None:
+        """Kill the runner's process group at once: it holds nothing worth a graceful exit.  With
+        ``wait=False`` the exit (the driver tearing down its CUDA context) is not awaited: call
+        ``reap`` later, before anything that must not overlap it."""
+        if wait:
+            kill_group(self.proc)
+        else:
             try:
-                os.write(self._cmd_w, b'{"op": "exit"}\n')
-                self.proc.wait(timeout=2)
-            except Exception:  # noqa: BLE001 - any failure here ends in the kill below
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
                 pass
+        self._close_pipes()
+
+    def reap(self) -> None:
+        """Wait for a runner killed with ``close(wait=False)`` to be gone."""
         kill_group(self.proc)
+
+    def _close_pipes(self) -> None:
+        if self._pipes_closed:          # never close a descriptor number twice (it may be reused)
+            return
+        self._pipes_closed = True
         for fd in (self._cmd_w, self._reply_r):
             try:
                 os.close(fd)

@@ -6,9 +6,12 @@ the trusted side wrote, runs ``launch``, and writes raw outputs and raw times ba
 verdict is computed by the trusted side from those raw data.
 
 Commands (JSON lines on CMD_FD, one JSON reply each on REPLY_FD):
+  {"op": "init"}                                   first: CUDA start-up (context, stream, events)
   {"op": "probe"}                                  device properties + measured bandwidth
   {"op": "run", "lib", "dir", "shapes", "scalars"} one launch on fresh, NaN-poisoned outputs
-  {"op": "time", "lib": [cand, base], "dir", ...}  interleaved, L2-flushed, event + host timing
+  {"op": "time", "lib": [cand, base], "dir", "rotations", "check_trials", ...}
+                                                   interleaved, L2-flushed, event + host timing,
+                                                   unseen (rotated) inputs on every timed call
   {"op": "exit"}
 """
 from __future__ import annotations
@@ -157,27 +160,50 @@ class Runner:
         return {"rc": rc, "last_error": err, "last_error_name": self.rt.error_name(err) if err else ""}
 
     def time(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Interleaved timing; every timed call sees inputs it has not seen before (issue 4).
+
+        ``rotations[t]`` gives, per input buffer, an element offset: before trial ``t`` (untimed)
+        each input is the uploaded set rotated by its offset, outputs are NaN-poisoned, L2 is
+        flushed.  A cache keyed by pointer, shape, call count or input content cannot hit, and the
+        candidate's outputs of the trials in ``check_trials`` (chosen by the trusted side, not
+        known here in advance of the message) are kept and sent back, with its inputs as they
+        were after trial ``inputs_after_trial``, for the trusted side to check.
+        """
+        t_start = time.perf_counter()
+        phase_ms: dict[str, float] = {}
         self.ensure_flush_buffer()
         libs: list[str] = msg["lib"]
         fns = [self.launcher(lib) for lib in libs]
         buffers = self.upload(msg)
         args = self.call_args(msg, buffers)
         rt, stream = self.rt, self.stream
-        sets, snaps = self.timing_sets(msg, buffers)
+        rotations: list[list[int]] = msg.get("rotations") or []
+        checks = {int(t) for t in msg.get("check_trials", ())}
+        after_trial = int(msg.get("inputs_after_trial", -1))
+        bases = self.base_copies(buffers)
+        snaps: dict[int, dict[str, int]] = {}
+        phase_ms["upload"] = (time.perf_counter() - t_start) * 1e3
+        t_warm = time.perf_counter()
         for _ in range(int(msg.get("warmup", 3))):
             for fn in fns:
+                self.prepare_call(buffers, bases, None)
                 fn(*args)
         rt.device_synchronize()
+        phase_ms["warmup"] = (time.perf_counter() - t_warm) * 1e3
         event_ms: dict[str, list[float]] = {lib: [] for lib in libs}
         host_ms: dict[str, list[float]] = {lib: [] for lib in libs}
         max_trials, min_trials = int(msg["max_trials"]), int(msg["min_trials"])
-        deadline = time.perf_counter() + float(msg["budget_s"])
+        if rotations:
+            max_trials = min(max_trials, len(rotations))
+        t_loop = time.perf_counter()
+        deadline = t_loop + float(msg["budget_s"])
         trial = 0
         while trial < max_trials and (trial < min_trials or time.perf_counter() < deadline):
             order = range(len(libs)) if trial % 2 == 0 else reversed(range(len(libs)))
             for i in order:
-                self.prepare_trial(buffers, sets, trial)     # untimed: input set, poisoned outputs
-                rt.memset_async(self.flush_ptr, trial & 0xFF, self.flush_bytes, stream)   # flush L2
+                # untimed: this trial's inputs, poisoned outputs, L2 flush
+                self.prepare_call(buffers, bases, rotations[trial] if rotations else None)
+                rt.memset_async(self.flush_ptr, trial & 0xFF, self.flush_bytes, stream)
                 rt.device_synchronize()
                 t0 = time.perf_counter()
                 rt.event_record(self.start_event, stream)
@@ -192,75 +218,84 @@ class Runner:
                     return {"error": f"{libs[i]}: {rt.error_name(err)}", "lib": libs[i]}
                 event_ms[libs[i]].append(rt.elapsed_ms(self.start_event, self.end_event))
                 host_ms[libs[i]].append((t1 - t0) * 1e3)
-                if i == 0 and snaps:                          # untimed: keep the candidate's output
-                    for name, (ptr, nbytes, _) in buffers.items():
-                        if name in snaps[trial % 2]:
-                            rt.memcpy_async(snaps[trial % 2][name], ptr, nbytes, MEMCPY_DEVICE_TO_DEVICE, stream)
+                if i == 0 and trial in checks:                # untimed: keep the candidate's outputs
+                    snaps[trial] = self.snapshot(buffers, inputs=trial == after_trial)
             trial += 1
-        reply: dict[str, Any] = {"event_ms": event_ms, "host_ms": host_ms}
-        if snaps:
-            reply["snapshots"] = self.save_snapshots(msg, buffers, snaps, trial)
+        phase_ms["trials"] = (time.perf_counter() - t_loop) * 1e3
+        t_save = time.perf_counter()
+        reply: dict[str, Any] = {"event_ms": event_ms, "host_ms": host_ms, "trials": trial,
+                                 "snapshots": self.save_snapshots(msg, buffers, snaps)}
         self.free(buffers)
-        for group in [*sets, *snaps]:
-            for ptr in group.values():
-                rt.free(ptr)
+        for ptr in [*bases.values(), *(p for snap in snaps.values() for p in snap.values())]:
+            rt.free(ptr)
+        phase_ms["save"] = (time.perf_counter() - t_save) * 1e3
+        reply["phase_ms"] = phase_ms
         return reply
 
-    # -- issue 4: outputs of the timed calls are checked too ---------------------------------------
-    # Two input sets alternate between trials (copied in, untimed), outputs are NaN-poisoned before
-    # every call, and the candidate's output of the last trial of each set is sent back: a cache
-    # keyed by pointer, shape or call count, or a call that skips its work, shows up as a wrong
-    # result instead of a fast time.
-    def timing_sets(self, msg: dict[str, Any], buffers: dict[str, Any]) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
-        if not msg.get("alt_dir"):
-            return [], []
-        sets: list[dict[str, int]] = [{}, {}]
-        snaps: list[dict[str, int]] = [{}, {}]
-        alt = self.workdir / msg["alt_dir"]
-        for arg in self.job["args"]:
-            if arg["name"] not in buffers:
-                continue
-            ptr, nbytes, host = buffers[arg["name"]]
-            if arg["role"] in ("input", "inout"):
-                other = np.ascontiguousarray(np.load(alt / f"{arg['name']}.npy"))
-                sets[0][arg["name"]], sets[1][arg["name"]] = self.rt.malloc(nbytes), self.rt.malloc(nbytes)
-                self.rt.memcpy_async(sets[0][arg["name"]], ptr, nbytes, MEMCPY_DEVICE_TO_DEVICE, self.stream)
-                self.rt.memcpy_async(sets[1][arg["name"]], other.ctypes.data, nbytes, MEMCPY_HOST_TO_DEVICE, self.stream)
-                self.rt.stream_synchronize(self.stream)
-            if arg["role"] in ("output", "inout"):
-                snaps[0][arg["name"]], snaps[1][arg["name"]] = self.rt.malloc(nbytes), self.rt.malloc(nbytes)
-                for snap in snaps:
-                    self.rt.memset_async(snap[arg["name"]], POISON_BYTE, nbytes, self.stream)
-        self.rt.stream_synchronize(self.stream)
-        return sets, snaps
+    # -- issue 4: unseen inputs on every timed call, outputs of some timed calls checked ---------
+    def input_args(self, buffers: dict[str, Any]) -> list[dict[str, Any]]:
+        return [a for a in self.job["args"] if a["role"] in ("input", "inout") and a["name"] in buffers]
 
-    def prepare_trial(self, buffers: dict[str, Any], sets: list[dict[str, int]], trial: int) -> None:
-        if not sets:
-            return
-        for arg in self.job["args"]:
-            if arg["name"] not in buffers:
-                continue
+    def base_copies(self, buffers: dict[str, Any]) -> dict[str, int]:
+        """A device copy of each uploaded input, the source of every trial's rotated inputs."""
+        bases: dict[str, int] = {}
+        for arg in self.input_args(buffers):
             ptr, nbytes, _ = buffers[arg["name"]]
-            if arg["name"] in sets[trial % 2]:
-                self.rt.memcpy_async(ptr, sets[trial % 2][arg["name"]], nbytes, MEMCPY_DEVICE_TO_DEVICE, self.stream)
-            elif arg["role"] in ("output", "workspace"):
+            bases[arg["name"]] = self.rt.malloc(nbytes)
+            self.rt.memcpy_async(bases[arg["name"]], ptr, nbytes, MEMCPY_DEVICE_TO_DEVICE, self.stream)
+        self.rt.stream_synchronize(self.stream)
+        return bases
+
+    def prepare_call(self, buffers: dict[str, Any], bases: dict[str, int], offsets: list[int] | None) -> None:
+        """Inputs = the uploaded set, each rotated left by its offset in elements (np.roll(x, -s));
+        outputs and workspaces NaN-poisoned."""
+        inputs = self.input_args(buffers)
+        for index, arg in enumerate(inputs):
+            ptr, nbytes, _ = buffers[arg["name"]]
+            item = np.dtype(arg["np_dtype"]).itemsize
+            shift = (int(offsets[index]) * item) % nbytes if offsets and nbytes else 0
+            base = bases[arg["name"]]
+            if shift:
+                self.rt.memcpy_async(ptr, base + shift, nbytes - shift, MEMCPY_DEVICE_TO_DEVICE, self.stream)
+                self.rt.memcpy_async(ptr + nbytes - shift, base, shift, MEMCPY_DEVICE_TO_DEVICE, self.stream)
+            else:
+                self.rt.memcpy_async(ptr, base, nbytes, MEMCPY_DEVICE_TO_DEVICE, self.stream)
+        for arg in self.job["args"]:
+            if arg["role"] in ("output", "workspace") and arg["name"] in buffers:
+                ptr, nbytes, _ = buffers[arg["name"]]
                 self.rt.memset_async(ptr, POISON_BYTE, nbytes, self.stream)
 
-    def save_snapshots(self, msg: dict[str, Any], buffers: dict[str, Any], snaps: list[dict[str, int]],
-                       trials: int) -> dict[str, int]:
-        folder = self.workdir / msg["dir"]
+    def snapshot(self, buffers: dict[str, Any], inputs: bool) -> dict[str, int]:
+        """Device copies of the outputs (``out:<name>``) and, if asked, inputs (``after:<name>``)."""
         taken: dict[str, int] = {}
-        for index, snap in enumerate(snaps):
-            last = max((t for t in range(trials) if t % 2 == index), default=-1)
-            if last < 0:
+        for arg in self.job["args"]:
+            if arg["name"] not in buffers:
                 continue
-            for name, ptr in snap.items():
-                out = np.empty(msg["shapes"][name], dtype=next(a["np_dtype"] for a in self.job["args"] if a["name"] == name))
+            if arg["role"] in ("output", "inout"):
+                key = "out:" + arg["name"]
+            elif arg["role"] == "input" and inputs:
+                key = "after:" + arg["name"]
+            else:
+                continue
+            ptr, nbytes, _ = buffers[arg["name"]]
+            taken[key] = self.rt.malloc(nbytes)
+            self.rt.memcpy_async(taken[key], ptr, nbytes, MEMCPY_DEVICE_TO_DEVICE, self.stream)
+        return taken
+
+    def save_snapshots(self, msg: dict[str, Any], buffers: dict[str, Any],
+                       snaps: dict[int, dict[str, int]]) -> list[int]:
+        """Snapshots to ``snap<trial>_<name>.npy`` / ``after<trial>_<name>.npy`` in the case folder."""
+        folder = self.workdir / msg["dir"]
+        dtypes = {a["name"]: a["np_dtype"] for a in self.job["args"]}
+        self.rt.stream_synchronize(self.stream)
+        for trial, snap in sorted(snaps.items()):
+            for key, ptr in snap.items():
+                kind, name = key.split(":", 1)
+                out = np.empty(msg["shapes"][name], dtype=dtypes[name])
                 self.rt.memcpy_async(out.ctypes.data, ptr, buffers[name][1], MEMCPY_DEVICE_TO_HOST, self.stream)
                 self.rt.stream_synchronize(self.stream)
-                np.save(folder / f"snap{index}_{name}.npy", out)
-            taken[str(index)] = last
-        return taken
+                np.save(folder / f"{'snap' if kind == 'out' else 'after'}{trial}_{name}.npy", out)
+        return sorted(snaps)
 
 
 def main(argv: list[str]) -> int:
@@ -272,6 +307,14 @@ def main(argv: list[str]) -> int:
         replies.write(json.dumps(data) + "\n")
         replies.flush()
 
+    # Python and the sandbox are up; CUDA starts when the evaluator says so (a runner started
+    # ahead of its candidate must not create its context while another candidate is timed)
+    first = commands.readline()
+    if not first:
+        return 0
+    if json.loads(first).get("op") != "init":
+        reply({"op": "init", "error": "protocol: the first command must be init", "confinement": _CONFINEMENT})
+        return 3
     try:
         runner = Runner(workdir)
     except (CudaError, OSError) as exc:

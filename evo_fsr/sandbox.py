@@ -105,23 +105,41 @@ def _user_process_count() -> int:
     return count
 
 
-def _limits(policy: SandboxPolicy):  # type: ignore[no-untyped-def]
+def _rlimits(policy: SandboxPolicy) -> list[tuple[int, tuple[int, int]]]:
     # RLIMIT_NPROC counts all of the user's processes (and root ignores it): headroom over now
     nproc = (_user_process_count() + policy.max_processes
              if policy.max_processes and os.getuid() != 0 else None)
+    limits = [(resource.RLIMIT_CORE, (0, 0))]
+    if policy.cpu_seconds:
+        limits.append((resource.RLIMIT_CPU, (policy.cpu_seconds, policy.cpu_seconds + 5)))
+    if policy.file_size_bytes:
+        limits.append((resource.RLIMIT_FSIZE, (policy.file_size_bytes, policy.file_size_bytes)))
+    if nproc:
+        limits.append((resource.RLIMIT_NPROC, (nproc, nproc)))
+    return limits
+
+
+def _limits(policy: SandboxPolicy):  # type: ignore[no-untyped-def]
+    limits = _rlimits(policy)
 
     def apply() -> None:  # runs in the child between fork and exec
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if policy.cpu_seconds:
-            resource.setrlimit(resource.RLIMIT_CPU, (policy.cpu_seconds, policy.cpu_seconds + 5))
-        if policy.file_size_bytes:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (policy.file_size_bytes, policy.file_size_bytes))
-        if nproc:
+        for which, value in limits:
             try:
-                resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+                resource.setrlimit(which, value)
             except (ValueError, OSError):
-                pass
+                if which != resource.RLIMIT_NPROC:
+                    raise
     return apply
+
+
+def _apply_limits_to(pid: int, policy: SandboxPolicy) -> None:
+    """The same rlimits, set on a started process (``os.prlimit``)."""
+    for which, value in _rlimits(policy):
+        try:
+            resource.prlimit(pid, which, value)
+        except (ValueError, OSError):
+            if which != resource.RLIMIT_NPROC:
+                raise
 
 
 # -- confinement ---------------------------------------------------------------------------------
@@ -299,7 +317,14 @@ def kill_group(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
 
 def spawn_sandboxed(cmd: Sequence[str], cwd: str, policy: SandboxPolicy,
                     pass_fds: Sequence[int] = (), stdin: int | None = subprocess.DEVNULL,
+                    limits_after_start: bool = False,
                     ) -> tuple[subprocess.Popen, BoundedOutput]:  # type: ignore[type-arg]
+    """Start ``cmd`` in a new session with a scrubbed environment and rlimits.
+
+    ``limits_after_start``: set the rlimits with ``prlimit`` right after the start instead of
+    between fork and exec.  Without a ``preexec_fn`` Python can start the child with vfork,
+    much cheaper from a large parent (a CUDA context, torch); only for a command that runs no
+    untrusted code before it is told to (the runner waits for its first command)."""
     cmd = list(cmd)
     if policy.confine_via_exec:
         confinement = confine_policy(policy, cwd)
@@ -308,8 +333,14 @@ def spawn_sandboxed(cmd: Sequence[str], cwd: str, policy: SandboxPolicy,
     proc = subprocess.Popen(
         cmd, cwd=cwd, env=scrubbed_env(policy, cwd), stdin=stdin, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, start_new_session=True, pass_fds=tuple(pass_fds),
-        preexec_fn=_limits(policy), close_fds=True,
+        preexec_fn=None if limits_after_start else _limits(policy), close_fds=True,
     )
+    if limits_after_start:
+        try:
+            _apply_limits_to(proc.pid, policy)
+        except BaseException:
+            kill_group(proc)
+            raise
     assert proc.stdout is not None
     return proc, BoundedOutput(proc.stdout, policy.output_head_bytes, policy.output_tail_bytes)
 

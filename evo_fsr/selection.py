@@ -46,3 +46,21 @@ def best(individuals: Sequence[T], k: int) -> list[T]:
 
 def worst(individuals: Sequence[T], k: int) -> list[T]:
     return sorted(individuals, key=_key)[:k]
+
+
+def replace_worst(population: list[T], newcomer: T, capacity: int, protect: int = 1) -> list[T]:
+    """Steady-state replacement: append ``newcomer``, then, while the population is above
+    ``capacity``, remove its worst member that is not among its ``protect`` fittest (elitism:
+    the current best is never removed).  Among equally bad members the oldest goes: members
+    are kept in arrival order, newcomers at the end.  Returns the removed members (possibly
+    ``newcomer`` itself, when it is the worst)."""
+    population.append(newcomer)
+    removed: list[T] = []
+    while len(population) > max(capacity, protect, 1):
+        kept = {id(ind) for ind in best(population, protect)}
+        victims = [i for i, ind in enumerate(population) if id(ind) not in kept]
+        if not victims:
+            break
+        victim = min(victims, key=lambda i: (_key(population[i]), i))
+        removed.append(population.pop(victim))
+    return removed

@@ -129,6 +129,7 @@ class EvalResult:
     compile_seconds: float = 0.0
     evaluate_seconds: float = 0.0                   # wall time after compile (spawn..verdict)
     counters: tuple[tuple[str, int], ...] = ()      # e.g. ("validation_launches", 24)
+    stage_seconds: tuple[tuple[str, float], ...] = ()  # wall seconds per stage, e.g. ("validate", 0.21)
 
     @property
     def geomean_speedup(self) -> float | None:
@@ -200,7 +201,17 @@ class EvalResult:
             compile_seconds=float(data.get("compile_seconds", 0.0)),
             evaluate_seconds=float(data.get("evaluate_seconds", 0.0)),
             counters=tuple((str(a), int(b)) for a, b in data.get("counters", ())),
+            stage_seconds=tuple((str(a), float(b)) for a, b in data.get("stage_seconds", ())),
         )
+
+    @property
+    def overhead_seconds(self) -> float | None:
+        """Evaluation wall time not spent in timed kernel calls (compile excluded); None when
+        the stages were not recorded."""
+        stages = dict(self.stage_seconds)
+        if not stages:
+            return None
+        return self.evaluate_seconds - stages.get("timed_gpu", 0.0)
 
 
 @dataclass(frozen=True)

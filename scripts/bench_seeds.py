@@ -4,13 +4,16 @@
 Per task and benchmark shape: the seed's median ms, the naive seed's (same process,
 interleaved), speedup, speed-of-light time and fraction, and the library implementation
 (torch) under the same precision.  Also the evaluation overhead per candidate: wall time of
-an evaluation minus the GPU time of its timed launches.
+an evaluation (compile excluded) minus the GPU time of its timed kernel calls, with the wall
+seconds of each stage; ``--repeat N`` evaluates each seed N times in a row (as an evolve worker
+does: the runner of the next candidate is started ahead) and reports the median.
 
-    python scripts/bench_seeds.py [--tasks conv2d matmul] [--markdown out.md]
+    python scripts/bench_seeds.py [--tasks conv2d matmul] [--repeat 3] [--markdown out.md]
 """
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,6 +32,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=50, help="max timed trials per shape")
     parser.add_argument("--budget-s", type=float, default=2.0, help="timing budget per shape (both kernels)")
     parser.add_argument("--validation-seeds", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=1, help="evaluations per seed (median overhead)")
     parser.add_argument("--markdown", type=Path, help="also write the table as markdown here")
     args = parser.parse_args()
     rows: list[list[str]] = []
@@ -45,25 +49,26 @@ def main() -> int:
         if not gpu_name:
             print(f"GPU: {ev.gpu_info.name}", flush=True)
         for seed, source in task.seeds().items():
-            start = time.perf_counter()
-            result = ev.evaluate(Candidate(task=name, source=source, label=seed))
-            wall = time.perf_counter() - start
+            results = []
+            for _ in range(max(1, args.repeat)):
+                start = time.perf_counter()
+                results.append(ev.evaluate(Candidate(task=name, source=source, label=seed)))
+                wall = time.perf_counter() - start
+            result = results[-1]
             gpu_name = result.gpu_name or ev.gpu_info.name
             if not result.timings:
                 rows.append([name, seed, "-", result.status.value, "-", "-", "-", "-", "-", result.summary[:60]])
                 print("  ".join(rows[-1]), flush=True)
                 continue
-            gpu_s = sum((t.median_ms + t.baseline_median_ms) * (t.trials + ev.config.warmup + 1) for t in result.timings) / 1e3
-            overheads.append(f"{name}/{seed}: evaluation {result.evaluate_seconds:.2f} s, of which timed GPU work "
-                             f"~{gpu_s:.2f} s: overhead {result.evaluate_seconds - gpu_s:.2f} s "
-                             f"(compile {result.compile_seconds:.1f} s{' cached' if result.compile_seconds == 0 else ''}, "
-                             f"wall incl. compile {wall:.2f} s)")
+            overheads.append(_overhead_line(f"{name}/{seed}", results, wall))
+            print("  " + overheads[-1], flush=True)
             for t in result.timings:
                 lib_ms = lib.get(t.shape_label)
                 rows.append([name, seed, t.shape_label, result.status.value, f"{t.median_ms:.4f}",
                              f"{t.baseline_median_ms:.4f}", f"{t.speedup:.2f}x", f"{t.speed_of_light_ms:.4f}",
                              f"{100 * t.fraction_of_light:.1f}%", f"{lib_ms:.4f}" if lib_ms else "-"])
                 print("  ".join(rows[-1]), flush=True)      # progress, in case the run is cut short
+        ev.close()
     header = ["task", "seed", "shape", "status", "median ms", "naive ms", "speedup", "SOL ms", "% SOL", "torch ms"]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     print(f"GPU: {gpu_name}")
@@ -77,6 +82,21 @@ def main() -> int:
         lines += ["", "Evaluation overhead per candidate:", ""] + [f"- {o}" for o in overheads]
         args.markdown.write_text("\n".join(lines) + "\n")
     return 0
+
+
+def _overhead_line(label: str, results: list, wall_s: float) -> str:
+    """Median over the evaluations: wall, timed GPU work, overhead, and the stages."""
+    def median(key: str) -> float:
+        return statistics.median(dict(r.stage_seconds).get(key, 0.0) for r in results)
+    evaluate_s = statistics.median(r.evaluate_seconds for r in results)
+    overhead_s = statistics.median(r.overhead_seconds or 0.0 for r in results)
+    stages = sorted({k for r in results for k, _ in r.stage_seconds if k != "timed_gpu"})
+    detail = ", ".join(f"{k} {median(k):.3f}" for k in stages)
+    first = results[0].overhead_seconds or 0.0
+    return (f"{label}: evaluation {evaluate_s:.2f} s = timed GPU work {median('timed_gpu'):.2f} s + overhead "
+            f"{overhead_s:.2f} s (median of {len(results)}; the first, without a runner started ahead: "
+            f"{first:.2f} s) [stages, s: {detail}] (compile {results[0].compile_seconds:.1f} s, "
+            f"last wall incl. compile {wall_s:.2f} s)")
 
 
 if __name__ == "__main__":

@@ -70,10 +70,13 @@ def main(argv: list[str] | None = None) -> int:
                     "use --compile-only on a machine without one", code=3)
     print(f"GPU: {gpu.describe()}")
     results = []
-    for label, source in sources:
-        result = evaluator.evaluate(Candidate(task=task.name, source=source, label=label))
-        results.append(result)
-        _print_result(label, result, evaluator, with_library=not args.no_library)
+    try:
+        for label, source in sources:
+            result = evaluator.evaluate(Candidate(task=task.name, source=source, label=label))
+            results.append(result)
+            _print_result(label, result, evaluator, with_library=not args.no_library)
+    finally:
+        evaluator.close()
     if args.json:
         args.json.write_text(json.dumps([r.to_dict() for r in results], indent=1))
     return 0 if all(r.status.correct for r in results) else 1
@@ -117,8 +120,10 @@ def _print_result(label: str, result: EvalResult, evaluator: Evaluator, with_lib
               f"{100 * t.fraction_of_light:5.1f}% {lib_txt} {vs}  {'; '.join(t.flags)}")
     geo = result.geomean_speedup
     print(f"  geomean speedup over naive: {geo:.3f}x" if geo else "  geomean speedup: -")
-    print(f"  evaluation wall time (compile excluded): {result.evaluate_seconds:.2f} s, "
-          f"timed trials per shape: {result.timings[0].trials}")
+    overhead = result.overhead_seconds
+    print(f"  evaluation wall time (compile excluded): {result.evaluate_seconds:.2f} s"
+          + (f", of which timed kernel calls {result.evaluate_seconds - overhead:.2f} s" if overhead is not None else "")
+          + f"; timed trials per shape: {result.timings[0].trials}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,12 @@
     python scripts/evolve.py --task conv2d --pop 32 [--gens 10] [--islands N] [--shapes quick]
         [--shape N=8,C=64,H=56,W=56,K=64,R=3,S=3,pad=1,stride=1] [--config run.yaml]
         [--set llm.temperature=0.5] [--seed 0] [--llm-model M --llm-base-url URL]
-        [--address ray://host:10001] [--out DIR] [--resume DIR]
+        [--address ray://host:10001] [--out DIR] [--resume DIR] [--mode steady [--in-flight N]]
+
+``--mode steady`` runs the asynchronous steady-state loop (evo_fsr/steady.py) instead of the
+generational one: ``--gens N`` then means N epochs of ``pop`` evaluated children each, and a
+resumed steady run continues from its latest snapshot without reproducing it bit for bit
+(results arrive in timing-dependent order); a generational run resumes reproducibly.
 
 Bad input gives one line and exit code 2; a run that cannot start (no GPU visible) one line
 and exit code 1; Ctrl-C leaves a resumable run and exits 130.
@@ -18,9 +23,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterable, NoReturn, Sequence
 
-from ..config import ConfigError, RunConfig, apply_value, load_config, parse_set, read_yaml, validate
+from ..config import MODES, ConfigError, RunConfig, apply_value, load_config, parse_set, read_yaml, validate
 from ..engine import EvalBackend, Engine, EvolutionResult, GenerationReport, saved_llm_usage
 from ..llm.client import ChatClient, LlmError, make_client
+from ..steady import SteadyEngine
 from ..store import RunStore, StoreError
 from ..tasks import Shape, Task, TaskError, get_task
 from ..types import EvalResult
@@ -28,7 +34,7 @@ from ..types import EvalResult
 log = logging.getLogger("evo_fsr.evolve")
 
 BackendFactory = Callable[[RunConfig, Task], EvalBackend]
-RESUMABLE_PREFIXES = ("gens", "llm.", "ray.")      # what may change on --resume
+RESUMABLE_PREFIXES = ("gens", "llm.", "ray.", "evolution.in_flight")      # what may change on --resume
 SUMMARY_ROWS = 10
 
 
@@ -45,7 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="evolve", description="Evolve fast, validated CUDA kernels for a task.")
     p.add_argument("--task", help="task name (a folder of tasks/)")
     p.add_argument("--pop", type=int, help="population size (default 32)")
-    p.add_argument("--gens", type=int, help="generations after the initial one (default 10)")
+    p.add_argument("--gens", type=int, help="generations after the initial one (default 10); "
+                                           "with --mode steady, epochs of pop evaluated children")
+    p.add_argument("--mode", choices=MODES,
+                   help="generational (default): breed, evaluate and select a whole generation at a time; "
+                        "steady: keep --in-flight children submitted and replace the island's worst as each "
+                        "result arrives, so no GPU waits for a generation's slowest candidate "
+                        "(config key evolution.mode; a resumed steady run continues but does not reproduce "
+                        "bit-identically, as arrival order depends on timing)")
+    p.add_argument("--in-flight", type=int, metavar="N",
+                   help="steady mode: children kept submitted at once (default 0 = 2 x GPUs + 2; "
+                        "evolution.in_flight)")
     p.add_argument("--islands", type=int, help="island sub-populations (default: 1, or 2 when pop >= 16)")
     p.add_argument("--shapes", metavar="NAME", help="a benchmark set of the task (default: the task's default)")
     p.add_argument("--shape", metavar="K=V,...", action="append", default=[],
@@ -58,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm-base-url", help="endpoint URL (default: $OPENAI_BASE_URL)")
     p.add_argument("--address", help="join this Ray cluster (default: $RAY_ADDRESS, else start a local one)")
     p.add_argument("--out", help="run directory (default populations/<task>/<YYYYmmdd-HHMMSS>-<seed>/)")
-    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue the run in DIR from its latest snapshot (a generational run reproduces "
+                        "the uninterrupted one; a steady run continues, not bit-identically)")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     return p
 
@@ -66,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     pairs = {"task": args.task, "pop": args.pop, "gens": args.gens, "islands": args.islands,
              "seed": args.seed, "out": args.out, "eval.benchmark": args.shapes,
-             "llm.model": args.llm_model, "llm.base_url": args.llm_base_url, "ray.address": args.address}
+             "llm.model": args.llm_model, "llm.base_url": args.llm_base_url, "ray.address": args.address,
+             "evolution.mode": args.mode, "evolution.in_flight": args.in_flight}
     overrides = {k: v for k, v in pairs.items() if v is not None}
     if args.shape:
         overrides["eval.shapes"] = [parse_shape(text) for text in args.shape]
@@ -114,7 +133,7 @@ def resolve_config(args: argparse.Namespace) -> tuple[RunConfig, RunStore | None
             continue
         if not key.startswith(RESUMABLE_PREFIXES):
             raise ConfigError(source, key, f"cannot change when resuming (the run has {_lookup(config, key)!r}; "
-                                           f"only gens, llm.* and ray.* may change)")
+                                           f"only gens, llm.*, ray.* and evolution.in_flight may change)")
         config = changed
     validate(config)
     return config, store
@@ -174,10 +193,22 @@ def gpu_backend(config: RunConfig, task: Task) -> EvalBackend:
     return pool.start()
 
 
-def progress_line(report: GenerationReport, gens: int) -> str:
+def make_engine(config: RunConfig, task: Task, backend: EvalBackend, store: RunStore, llm: ChatClient | None,
+                on_generation: Callable[[GenerationReport], None]) -> Engine:
+    """The engine for ``evolution.mode``: generational (engine.py) or steady-state (steady.py)."""
+    kind = SteadyEngine if config.evolution.mode == "steady" else Engine
+    return kind(config, task, backend, store, llm=llm, on_generation=on_generation)
+
+
+def round_word(config: RunConfig) -> str:
+    """What a unit of progress is called: a generation, or an epoch in the steady mode."""
+    return "epoch" if config.evolution.mode == "steady" else "generation"
+
+
+def progress_line(report: GenerationReport, gens: int, word: str = "gen") -> str:
     best = f"{report.best_speedup:.2f}x" if report.best_speedup is not None else "none correct"
     tokens = f"{report.llm_tokens / 1000:.1f}k" if report.llm_tokens >= 1000 else str(report.llm_tokens)
-    return (f"gen {report.generation:>3}/{gens}  best {best:>8}  valid {100 * report.valid_share:3.0f}%  "
+    return (f"{word} {report.generation:>3}/{gens}  best {best:>8}  valid {100 * report.valid_share:3.0f}%  "
             f"evals {report.evaluated} ({report.evals_per_minute:.1f}/min)  dups {report.duplicates}  "
             f"unusable {report.rejected}  llm {report.llm_calls} calls {tokens} tokens  [{report.seconds:.1f} s]")
 
@@ -226,16 +257,19 @@ def main(argv: Sequence[str] | None = None, *, backend_factory: BackendFactory |
             store = RunStore.create(out, config.to_dict())
         llm = make_client(config.llm, store.llm_dir, usage=saved_llm_usage(store))
         _announce_llm(llm)
-        engine = Engine(config, task, backend, store, llm=llm,
-                        on_generation=lambda r: print(progress_line(r, config.gens), flush=True))
+        word = round_word(config)
+        short = "epoch" if word == "epoch" else "gen"
+        engine = make_engine(config, task, backend, store, llm,
+                             on_generation=lambda r: print(progress_line(r, config.gens, short), flush=True))
         if args.resume and engine.restore():
-            print(f"resuming {store.root} after generation {engine.generation}", file=sys.stderr)
+            print(f"resuming {store.root} after {word} {engine.generation}", file=sys.stderr)
+        mode = (f", steady-state with {engine.in_flight} in flight" if isinstance(engine, SteadyEngine) else "")
         print(f"evolving {task.name}: pop {config.pop}, {config.island_count} island(s), {config.gens} "
-              f"generations, seed {config.seed}, run {store.root}", file=sys.stderr)
+              f"{word}s{mode}, seed {config.seed}, run {store.root}", file=sys.stderr)
         try:
             result = engine.run()
         except KeyboardInterrupt:
-            print(f"\ninterrupted after generation {engine.generation}; continue with: "
+            print(f"\ninterrupted after {word} {engine.generation}; continue with: "
                   f"python scripts/evolve.py --resume {store.root}", file=sys.stderr)
             return 130
     except (UsageError, ConfigError, TaskError, StoreError) as exc:

@@ -218,48 +218,78 @@ def timing_cases() -> list[Case]:
                      "    unsigned long tid;\n"
                      "    if (pthread_create(&tid, nullptr, adv_worker, &job) != 0) return 999;\n"
                      "    pthread_join(tid, nullptr);\n"))
-    # a two-entry cache keyed on sampled input CONTENT, decided on the device (no host sync): misses on
-    # every validation call (fresh inputs), hits on repeated timed calls -> far under the floor
-    content = variant(
-        prelude=("__device__ float adv_keys[2][8];\n__device__ int adv_valid[2];\n__device__ int adv_hit;\n"
-                 "__device__ int adv_next;\nstatic float* adv_cache[2] = {nullptr, nullptr};\nstatic long long adv_cap = 0;\n"
-                 "__global__ void adv_check(const float* x, const float* w, long long nx, long long nw) {\n"
-                 "    float k[8] = {x[0], x[nx / 2], x[nx - 1], w[0], w[nw / 2], w[nw - 1], (float)nx, (float)nw};\n"
-                 "    adv_hit = -1;\n"
-                 "    for (int e = 0; e < 2; ++e) {\n"
-                 "        bool same = adv_valid[e];\n"
-                 "        for (int i = 0; i < 8; ++i) same = same && __float_as_uint(k[i]) == __float_as_uint(adv_keys[e][i]);\n"
-                 "        if (same) adv_hit = e;\n    }\n"
-                 "    if (adv_hit < 0) { int e = adv_next; adv_next ^= 1; for (int i = 0; i < 8; ++i) adv_keys[e][i] = k[i];"
-                 " adv_valid[e] = 1; adv_hit = -2 - e; }\n}\n"
-                 "__global__ void adv_copy(float* y, float* c0, float* c1, long long total, int store) {\n"
-                 "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-                 "    if (i >= total) return;\n"
-                 "    int h = adv_hit;\n"
-                 "    if (!store && h >= 0) y[i] = (h == 0 ? c0 : c1)[i];\n"
-                 "    if (store && h < 0) (h == -2 ? c0 : c1)[i] = y[i];\n}\n"),
-        acc_line="    if (adv_hit >= 0) return;\n    float acc = 0.0f;\n",
-        host="",
-        launch_line=(
-            "    long long nx = (long long)N * C * H * W, nw = (long long)K * C * R * S;\n"
-            "    if (total > adv_cap) {\n"
-            "        for (int e = 0; e < 2; ++e) { if (adv_cache[e]) cudaFree(adv_cache[e]); cudaMalloc(&adv_cache[e], total * 4); }\n"
-            "        int zero[2] = {0, 0}; cudaMemcpyToSymbol(adv_valid, zero, sizeof zero); adv_cap = total;\n"
-            "    }\n"
-            "    adv_check<<<1, 1, 0, stream>>>(x, w, nx, nw);\n"
-            "    adv_copy<<<blocks, threads, 0, stream>>>(y, adv_cache[0], adv_cache[1], total, 0);\n"
-            + LAUNCH_LINE +
-            "    adv_copy<<<blocks, threads, 0, stream>>>(y, adv_cache[0], adv_cache[1], total, 1);\n"))
+    # two-entry output caches keyed on input CONTENT, decided on the device (no host sync).  Every
+    # validation call has fresh inputs (a miss); every timed call sees inputs it has not seen
+    # before (the benchmark set rotated), so a key on sampled elements misses there too and the
+    # kernel must do its work (OK, and no faster than naive), while a key that a rotation leaves
+    # unchanged (the exact sum of all bits) hits and replays a stale output (WRONG)
+    def content_cache(key_decls: str, key_launch: str) -> str:
+        return variant(
+            prelude=(key_decls + "__device__ unsigned long long adv_keys[2][8];\n__device__ int adv_valid[2];\n"
+                     "__device__ int adv_hit;\n__device__ int adv_next;\n"
+                     "static float* adv_cache[2] = {nullptr, nullptr};\nstatic long long adv_cap = 0;\n"
+                     "__device__ void adv_lookup(const unsigned long long* k) {\n"
+                     "    adv_hit = -1;\n"
+                     "    for (int e = 0; e < 2; ++e) {\n"
+                     "        bool same = adv_valid[e];\n"
+                     "        for (int i = 0; i < 8; ++i) same = same && k[i] == adv_keys[e][i];\n"
+                     "        if (same) adv_hit = e;\n    }\n"
+                     "    if (adv_hit < 0) { int e = adv_next; adv_next ^= 1; for (int i = 0; i < 8; ++i) adv_keys[e][i] = k[i];"
+                     " adv_valid[e] = 1; adv_hit = -2 - e; }\n}\n"
+                     "__global__ void adv_copy(float* y, float* c0, float* c1, long long total, int store) {\n"
+                     "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                     "    if (i >= total) return;\n"
+                     "    int h = adv_hit;\n"
+                     "    if (!store && h >= 0) y[i] = (h == 0 ? c0 : c1)[i];\n"
+                     "    if (store && h < 0) (h == -2 ? c0 : c1)[i] = y[i];\n}\n"),
+            acc_line="    if (adv_hit >= 0) return;\n    float acc = 0.0f;\n",
+            host="",
+            launch_line=(
+                "    long long nx = (long long)N * C * H * W, nw = (long long)K * C * R * S;\n"
+                "    if (total > adv_cap) {\n"
+                "        for (int e = 0; e < 2; ++e) { if (adv_cache[e]) cudaFree(adv_cache[e]); cudaMalloc(&adv_cache[e], total * 4); }\n"
+                "        int zero[2] = {0, 0}; cudaMemcpyToSymbol(adv_valid, zero, sizeof zero); adv_cap = total;\n"
+                "    }\n"
+                + key_launch +
+                "    adv_copy<<<blocks, threads, 0, stream>>>(y, adv_cache[0], adv_cache[1], total, 0);\n"
+                + LAUNCH_LINE +
+                "    adv_copy<<<blocks, threads, 0, stream>>>(y, adv_cache[0], adv_cache[1], total, 1);\n"))
+
+    sampled = content_cache(
+        "__device__ void adv_lookup(const unsigned long long* k);\n"
+        "__global__ void adv_key_sampled(const float* x, const float* w, long long nx, long long nw) {\n"
+        "    unsigned long long k[8] = {__float_as_uint(x[0]), __float_as_uint(x[nx / 2]), __float_as_uint(x[nx - 1]),\n"
+        "        __float_as_uint(w[0]), __float_as_uint(w[nw / 2]), __float_as_uint(w[nw - 1]),\n"
+        "        (unsigned long long)nx, (unsigned long long)nw};\n"
+        "    adv_lookup(k);\n}\n",
+        "    adv_key_sampled<<<1, 1, 0, stream>>>(x, w, nx, nw);\n")
+    summed = content_cache(
+        "__device__ void adv_lookup(const unsigned long long* k);\n"
+        "__device__ unsigned long long adv_sum[2];\n"
+        "__global__ void adv_zero() { adv_sum[0] = 0; adv_sum[1] = 0; }\n"
+        "__global__ void adv_reduce(const float* p, long long n, int slot) {\n"
+        "    unsigned long long s = 0;\n"
+        "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)\n"
+        "        s += __float_as_uint(p[i]);\n"
+        "    atomicAdd(&adv_sum[slot], s);\n}\n"
+        "__global__ void adv_key_summed(long long nx, long long nw) {\n"
+        "    unsigned long long k[8] = {adv_sum[0], adv_sum[1], (unsigned long long)nx, (unsigned long long)nw, 0, 0, 0, 0};\n"
+        "    adv_lookup(k);\n}\n",
+        "    adv_zero<<<1, 1, 0, stream>>>();\n"
+        "    adv_reduce<<<256, 256, 0, stream>>>(x, nx, 0);\n"
+        "    adv_reduce<<<64, 256, 0, stream>>>(w, nw, 1);\n"
+        "    adv_key_summed<<<1, 1, 0, stream>>>(nx, nw);\n")
     return [
         Case("side_stream", "timing", side, Status.FLAGGED, "flagged:escaped-stream"),
         Case("own_thread_stream", "timing", thread, Status.FLAGGED, "flagged:escaped-stream",
              note="a thread of its own launches the work on its own stream"),
-        Case("content_cache_under_floor", "timing", content, Status.FLAGGED, "flagged:under-floor",
-             note="replays outputs for input sets it has seen (sampled-content key): correct, but the "
-                  "timed calls do no work",
-             known_hole="timed calls repeat two input sets, so a cache keyed on input content hits; it is "
-                        "caught only when its time falls under the speed-of-light floor, and conv2d's floor "
-                        "(flops / 4, a Winograd allowance) is ~25x below the cache's copy time on an H100"),
+        Case("content_cache_sampled", "timing", sampled, Status.OK, extra={"max_speedup": 1.2},
+             note="replays outputs for inputs it has seen (key: sampled elements): every timed call sees unseen "
+                  "inputs, so it never hits there and is timed doing its work (before issue 4's fix it hit on "
+                  "every timed call and was ~25x faster than naive)"),
+        Case("content_cache_rotation_invariant", "timing", summed, Status.WRONG, "wrong:benchmark-shape",
+             note="key: the exact sum of all input bits, unchanged by the rotations between timed calls: it "
+                  "hits and replays the output of other inputs, which the checked timed calls catch"),
     ]
 
 

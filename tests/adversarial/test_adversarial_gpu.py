@@ -63,6 +63,7 @@ class Suite:
                                                   compiled[case.name])
             self.seconds[case.name] = time.perf_counter() - start
         self.results["__good__"] = ev.evaluate(Candidate(task="conv2d", source=adv.good_kernel(), label="good"))
+        ev.close()          # the runner started ahead for a next candidate
 
     def accepted_connections(self) -> int:
         count = 0
@@ -116,6 +117,9 @@ def test_case_verdict(suite: Suite, name: str) -> None:
         assert len(result.log("run")) <= case.max_log_chars, len(result.log("run"))
     if case.timeout_case:
         assert suite.seconds[name] < CONFIG.validation_timeout_s + 20
+    if "max_speedup" in case.extra:         # e.g. a cache that must not make its timed calls faster
+        assert all(t.speedup <= case.extra["max_speedup"] for t in result.timings), \
+            [(t.shape_label, round(t.speedup, 2)) for t in result.timings]
 
 
 def test_no_side_effects_left(suite: Suite) -> None:

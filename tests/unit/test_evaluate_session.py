@@ -21,49 +21,86 @@ GPU = GpuInfo(name="Fake GPU", compute_capability="9.0", sm_count=132, shared_me
 BINARY = CompileResult(ok=True, key="k", log="", seconds=0.0, arch="sm_90", binary=b"\x7fELF")
 
 
+class _FakeProc:
+    @staticmethod
+    def poll() -> None:
+        return None
+
+
 class FakeRunner:
     """Answers `run` and `time` like runner.py, computing outputs with the float64 reference."""
 
-    defect = ""                 # "", "nan-output", "modify-input", "skip-timed", "escape"
+    defect = ""   # "", nan-output, modify-input, modify-input-timed, skip-timed, skip-all-timed, ignores-rotation, escape
+    started: list["FakeRunner"] = []
 
     def __init__(self, workdir: Path, *args: Any, **kwargs: Any) -> None:
         self.workdir = workdir
+        self.proc = _FakeProc()
+        self.closed = False
+        self.cuda_started = bool(kwargs.get("start_cuda", True))
+        FakeRunner.started.append(self)
 
-    def _compute(self, folder: Path, shapes: dict[str, list[int]]) -> dict[str, np.ndarray]:
-        inputs = {a.name: np.load(folder / f"{a.name}.npy") for a in TASK.args if a.role in ("input", "inout")}
+    fail_start_of: int | None = None     # index in `started` of a runner whose start-up fails
+
+    def ready(self) -> None:
+        assert (self.workdir / "job.json").is_file()
+        self.cuda_started = True
+        if FakeRunner.fail_start_of is not None and FakeRunner.started.index(self) == FakeRunner.fail_start_of:
+            raise evaluate.RunnerDied("runner could not start: out of memory", 3)
+
+    def start_cuda(self) -> None:
+        self.cuda_started = True
+
+    def _compute(self, inputs: dict[str, np.ndarray], shapes: dict[str, list[int]]) -> dict[str, np.ndarray]:
         ref = TASK.reference(inputs, self._scalars)
         return {k: np.asarray(v, dtype=np.float32).reshape(shapes[k]) for k, v in ref.items()}
 
     def send(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        assert not self.closed and self.cuda_started
+        if msg["op"] == "time":          # no other runner of ours has started CUDA while this one is timed
+            assert not any(r.cuda_started for r in FakeRunner.started if r is not self and not r.closed)
         folder = self.workdir / msg["dir"]
         self._scalars = msg["scalars"]
+        inputs = {a.name: np.load(folder / f"{a.name}.npy") for a in TASK.args if a.role in ("input", "inout")}
         if msg["op"] == "run":
-            outputs = self._compute(folder, msg["shapes"])
-            for name, out in outputs.items():
+            for name, out in self._compute(inputs, msg["shapes"]).items():
                 if self.defect == "nan-output":
                     out.reshape(-1)[-1] = np.nan
                 np.save(folder / f"out_{name}.npy", out)
-            for a in TASK.args:
-                if a.role == "input":
-                    x = np.load(folder / f"{a.name}.npy")
-                    if self.defect == "modify-input":
-                        x.reshape(-1)[0] += 1
-                    np.save(folder / f"after_{a.name}.npy", x)
+            for name, x in inputs.items():
+                if self.defect == "modify-input":
+                    x.reshape(-1)[0] += 1
+                np.save(folder / f"after_{name}.npy", x)
             return {"op": "run", "rc": 0, "last_error": 0}
         assert msg["op"] == "time"
-        for index, sub in enumerate((folder, self.workdir / msg["alt_dir"])):
-            for name, out in self._compute(sub, msg["shapes"]).items():
-                if self.defect == "skip-timed":
+        checks = msg["check_trials"]
+        for order, trial in enumerate(checks):
+            offsets = msg["rotations"][trial]
+            rotated = {name: np.roll(inputs[name].reshape(-1), -off).reshape(inputs[name].shape)
+                       for name, off in zip(inputs, offsets)}
+            computed_from = inputs if self.defect == "ignores-rotation" else rotated   # a content cache
+            for name, out in self._compute(computed_from, msg["shapes"]).items():
+                if self.defect == "skip-all-timed" or (self.defect == "skip-timed" and order == 1):
                     out[:] = np.nan
-                np.save(folder / f"snap{index}_{name}.npy", out)
+                np.save(folder / f"snap{trial}_{name}.npy", out)
+            if trial == msg["inputs_after_trial"]:
+                for name, x in rotated.items():
+                    if self.defect == "modify-input-timed":
+                        x.reshape(-1)[3] = 42.0
+                    np.save(folder / f"after{trial}_{name}.npy", x)
         trials = msg["min_trials"]
         host_extra = 5.0 if self.defect == "escape" else 0.01
-        return {"op": "time", "snapshots": {"0": trials - 2, "1": trials - 1},
+        return {"op": "time", "snapshots": checks, "trials": trials,
                 "event_ms": {"candidate": [0.5] * trials, "baseline": [2.0] * trials},
-                "host_ms": {"candidate": [0.5 + host_extra] * trials, "baseline": [2.01] * trials}}
+                "host_ms": {"candidate": [0.5 + host_extra] * trials, "baseline": [2.01] * trials},
+                "phase_ms": {"upload": 1.0, "trials": 10.0}}
 
-    def close(self) -> None:
-        pass
+    def close(self, wait: bool = True) -> None:
+        self.closed = True
+
+    def reap(self) -> None:
+        assert self.closed
+
 
     def log_text(self) -> str:
         return ""
@@ -73,6 +110,8 @@ class FakeRunner:
 def evaluator(monkeypatch: pytest.MonkeyPatch) -> Evaluator:
     monkeypatch.setattr(evaluate, "RunnerProcess", FakeRunner)
     monkeypatch.setattr(FakeRunner, "defect", "")
+    monkeypatch.setattr(FakeRunner, "started", [])
+    monkeypatch.setattr(FakeRunner, "fail_start_of", None)
     shape = TASK.parse_shape("N=2,C=4,H=9,W=7,K=5,R=3,S=3,pad=1,stride=1")
     ev = Evaluator(TASK, EvalConfig(shapes=(shape,), reference_device="cpu", min_trials=4, max_trials=4,
                                     validation_seed=7))
@@ -96,6 +135,9 @@ def test_correct_outputs_and_credible_times_are_ok(evaluator: Evaluator) -> None
     ("nan-output", Status.WRONG, "wrong:unwritten-or-nonfinite"),
     ("modify-input", Status.WRONG, "wrong:input-modified"),
     ("skip-timed", Status.WRONG, "wrong:timed-calls"),
+    ("skip-all-timed", Status.WRONG, "wrong:benchmark-shape"),
+    ("ignores-rotation", Status.WRONG, "wrong:benchmark-shape"),
+    ("modify-input-timed", Status.WRONG, "wrong:input-modified"),
     ("escape", Status.FLAGGED, "flagged:escaped-stream"),
 ])
 def test_planted_defects_get_their_verdicts(evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch,
@@ -104,3 +146,44 @@ def test_planted_defects_get_their_verdicts(evaluator: Evaluator, monkeypatch: p
     result = _evaluate(evaluator)
     assert result.status is status, result.summary
     assert result.rejection == rejection
+
+
+def test_timing_plan_gives_unseen_inputs_and_secret_checks(evaluator: Evaluator) -> None:
+    shape = evaluator.bench_shapes[0]
+    plan = evaluator.timing_plan(shape)
+    assert plan is evaluator.timing_plan(shape)                     # fixed per evaluator
+    assert len(plan.rotations) == evaluator.config.max_trials
+    assert len(set(plan.rotations)) == len(plan.rotations)          # every timed call sees new inputs
+    assert all(off > 0 for rotation in plan.rotations for off in rotation)
+    assert len(plan.check_trials) == 2 and all(0 <= t < evaluator.config.min_trials for t in plan.check_trials)
+    assert plan.inputs_after_trial in plan.check_trials
+    other = Evaluator(TASK, evaluator.config)
+    assert other.timing_plan(shape).rotations != plan.rotations      # secret: differs per evaluator
+    inputs, _ = evaluator.checked_case(shape, plan.check_trials[0])
+    base = evaluator.benchmark_inputs(shape)
+    offset = plan.rotations[plan.check_trials[0]][0]
+    assert np.array_equal(inputs["x"].reshape(-1), np.roll(base["x"].reshape(-1), -offset))
+
+
+def test_next_runner_is_started_ahead_and_closed(evaluator: Evaluator) -> None:
+    first = _evaluate(evaluator)
+    assert first.status is Status.OK
+    assert len(FakeRunner.started) == 2                  # the candidate's runner and the spare
+    assert FakeRunner.started[0].closed and not FakeRunner.started[1].closed
+    assert FakeRunner.started[1].cuda_started           # told to start CUDA once the timing was over
+    _evaluate(evaluator)
+    assert len(FakeRunner.started) == 3 and FakeRunner.started[1].closed      # the spare was used
+    evaluator.close()
+    assert FakeRunner.started[2].closed
+    stages = dict(first.stage_seconds)
+    assert {"validate", "determinism", "timing", "timed_check", "timed_gpu"} <= set(stages)
+    assert stages["timed_gpu"] == pytest.approx(4 * 2.5 / 1e3)
+    assert first.overhead_seconds == pytest.approx(first.evaluate_seconds - stages["timed_gpu"])
+
+
+def test_a_runner_started_ahead_that_fails_is_replaced(evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _evaluate(evaluator).status is Status.OK
+    monkeypatch.setattr(FakeRunner, "fail_start_of", 1)          # the spare's start-up fails
+    result = _evaluate(evaluator)
+    assert result.status is Status.OK, result.summary           # not blamed on this candidate
+    assert FakeRunner.started[1].closed and len(FakeRunner.started) == 4

@@ -1,7 +1,9 @@
 """The Ray pool on a local cluster with declared GPU resources and a synthetic evaluator."""
 from __future__ import annotations
 
+import json
 import time
+from collections import Counter
 
 import pytest
 
@@ -112,6 +114,26 @@ def test_evolve_end_to_end_on_the_ray_pool(cluster, tmp_path, capsys) -> None:
     text = capsys.readouterr().out
     assert "gen   2/2" in text and str(out / "best.cu") in text
     assert ray.is_initialized()              # the pool did not shut down a cluster it did not start
+
+
+def test_evolve_steady_mode_on_the_ray_pool(cluster, tmp_path, capsys) -> None:
+    pools: list[GpuPool] = []
+
+    def backend(config, task):
+        pools.append(GpuPool(SyntheticEvaluator, compile_fn=synthetic_compile,
+                             failure_fn=synthetic_compile_failure).start())
+        return pools[-1]
+    out = tmp_path / "run"
+    code = main(["--task", "conv2d", "--pop", "8", "--gens", "2", "--mode", "steady", "--out", str(out)],
+                backend_factory=backend)
+    assert code == 0
+    captured = capsys.readouterr()
+    assert "epoch   2/2" in captured.out and "steady-state with 6 in flight" in captured.err   # 2 GPUs: 2 x 2 + 2
+    records = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
+    per_epoch = Counter(r["generation"] for r in records if r["kind"] == "evaluated")
+    assert per_epoch[1] == 8 and 8 <= per_epoch[2] <= 8 + 6
+    assert pools[0].pending() == 0                  # the in-flight drain left nothing behind
+    assert ray.is_initialized()
 
 
 def test_no_gpu_visible_fails_in_one_line(cluster, tmp_path, capsys, monkeypatch) -> None:
