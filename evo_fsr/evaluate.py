@@ -18,10 +18,9 @@ Stages:
     and the candidate's outputs of two secretly chosen timed calls are checked against the
     reference (a kernel must not special-case the timed shape, cache its outputs or skip work).
 
-One runner process is started ahead (the "spare"): its Python start-up overlaps the current
-candidate's evaluation, its CUDA start-up begins once the current candidate's timing is over,
-and the previous runner's exit is awaited before the next timing, so only the candidate's own
-runner drives the GPU while it is timed.
+One runner process is started ahead (the "spare"): its start-up overlaps the current
+candidate's validation and is awaited, with the previous runner's exit, before the current
+candidate is timed, so only the candidate's own runner drives the GPU while it is timed.
 """
 from __future__ import annotations
 
@@ -207,11 +206,12 @@ class Evaluator:
             return self._new_runner()
 
     def _start_spare(self) -> None:
-        """Start the next candidate's runner: Python and the sandbox now, CUDA after this
-        candidate's timing (``release``)."""
+        """Start the next candidate's runner now: its start-up (Python, sandbox, CUDA context)
+        overlaps this candidate's validation and has finished before this candidate is timed
+        (``quiet_for_timing``), so the runner a candidate is timed in was created well before."""
         if self._spare is None:
             try:
-                self._spare = self._new_runner(start_cuda=False)
+                self._spare = self._new_runner()
             except OSError as exc:
                 log.warning("could not start a spare runner (the next one starts on demand): %s", exc)
 
@@ -222,18 +222,19 @@ class Evaluator:
 
     def quiet_for_timing(self) -> None:
         """Before timing: the previous candidates' runners are gone (their CUDA contexts torn
-        down); the spare has not started CUDA yet, so nothing of ours but the candidate's runner
-        drives the GPU while it is timed."""
+        down) and the spare runner has finished starting, so nothing of ours but the candidate's
+        runner drives the GPU while it is timed.  A spare that failed to start is dropped here
+        (the next candidate starts its own runner; see ``_started``)."""
         while self._dying:
             self._dying.pop().reap()
-
-    def release(self, runner: RunnerProcess) -> None:
-        """The candidate's runner is done (its last timed call returned; outputs are in files):
-        kill it now, so its exit overlaps the checks and the next candidate's validation, and let
-        the spare start CUDA."""
-        runner.close(wait=False)
-        if self._spare is not None:
-            self._spare[1].start_cuda()
+        if self._spare is None:
+            return
+        try:
+            self._spare[1].ready()
+        except (RunnerDied, RunnerTimeout) as exc:
+            log.warning("spare runner failed to start (%s); the next candidate starts its own", exc)
+            self._discard(self._spare)
+            self._spare = None
 
     def _discard(self, spare: tuple[Path, RunnerProcess]) -> None:
         spare[1].close()
@@ -395,7 +396,7 @@ class _Session:
             return Status.CRASH, f"crash: {exc} ({self._where})", None, []
         finally:
             with self._stage("close"):
-                self.ev.release(runner)            # its exit is awaited before the next timing
+                runner.close(wait=False)           # its exit is awaited before the next timing
                 self.logs.append(("run", runner.log_text()))
                 self.ev.reap_later(runner)
 
@@ -486,15 +487,12 @@ class _Session:
         gpu = self.ev.gpu_info
         with self._stage("quiet"):
             self.ev.quiet_for_timing()      # nothing else of ours drives the GPU while timing
-        try:
-            return self._benchmark_shapes(runner, gpu)
-        finally:
-            self.ev.release(runner)
+        return self._benchmark_shapes(runner, gpu)
 
     def _benchmark_shapes(self, runner: RunnerProcess, gpu: GpuInfo) -> tuple[Status, str, Mismatch | None,
                                                                               list[ShapeTiming]]:
         timings: list[ShapeTiming] = []
-        for index, shape in enumerate(self.ev.bench_shapes):
+        for shape in self.ev.bench_shapes:
             self._where = f"benchmark shape {shape.label}"
             plan = self.ev.timing_plan(shape)
             with self._stage("bench_inputs"):
@@ -510,8 +508,6 @@ class _Session:
             if "error" in reply:
                 shutil.rmtree(folder, ignore_errors=True)
                 return Status.CRASH, f"crash while timing: {reply['error']} ({self._where})", None, timings
-            if index == len(self.ev.bench_shapes) - 1:
-                self.ev.release(runner)             # last timed call done: the runner can go
             for phase, ms in (reply.get("phase_ms") or {}).items():
                 key = f"runner_{phase}"
                 self.stage_seconds[key] = self.stage_seconds.get(key, 0.0) + float(ms) / 1e3

@@ -54,11 +54,13 @@ log = logging.getLogger(__name__)
 EPOCH_ATTEMPT_FACTOR = 4
 
 
-def auto_in_flight(workers: int) -> int:
+def auto_in_flight(workers: int, pop: int | None = None) -> int:
     """Children kept submitted when ``evolution.in_flight`` is 0: per worker one evaluating and
     three compiling (an nvcc compile takes a few times as long as an evaluation on the quick
-    sets), plus four so a worker never waits for a compile."""
-    return 4 * max(1, workers) + 4
+    sets), plus four so a worker never waits for a compile; at most ``pop`` (children bred from a
+    population much older than themselves help no one), and at least one per worker."""
+    wanted = 4 * max(1, workers) + 4
+    return wanted if pop is None else max(max(1, workers), min(wanted, pop))
 
 
 @dataclass
@@ -99,7 +101,8 @@ class SteadyEngine(Engine):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.in_flight = self.config.evolution.in_flight or auto_in_flight(backend_size(self.backend))
+        self.in_flight = self.config.evolution.in_flight or auto_in_flight(backend_size(self.backend),
+                                                                           self.config.pop)
         self.max_llm_pending = self.config.llm.concurrency if self.llm is not None else 0
         self._knob_operators: list[tuple[Operator, float]] = [
             (op, w) for op, w in self.operators if not op.needs_llm]

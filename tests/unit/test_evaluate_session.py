@@ -38,13 +38,14 @@ class FakeRunner:
         self.proc = _FakeProc()
         self.closed = False
         self.cuda_started = bool(kwargs.get("start_cuda", True))
+        self.readied = False
         FakeRunner.started.append(self)
 
     fail_start_of: int | None = None     # index in `started` of a runner whose start-up fails
 
     def ready(self) -> None:
         assert (self.workdir / "job.json").is_file()
-        self.cuda_started = True
+        self.cuda_started = self.readied = True
         if FakeRunner.fail_start_of is not None and FakeRunner.started.index(self) == FakeRunner.fail_start_of:
             raise evaluate.RunnerDied("runner could not start: out of memory", 3)
 
@@ -57,8 +58,8 @@ class FakeRunner:
 
     def send(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         assert not self.closed and self.cuda_started
-        if msg["op"] == "time":          # no other runner of ours has started CUDA while this one is timed
-            assert not any(r.cuda_started for r in FakeRunner.started if r is not self and not r.closed)
+        if msg["op"] == "time":          # the runner started ahead has finished starting before timing
+            assert all(r.readied for r in FakeRunner.started if r is not self and not r.closed)
         folder = self.workdir / msg["dir"]
         self._scalars = msg["scalars"]
         inputs = {a.name: np.load(folder / f"{a.name}.npy") for a in TASK.args if a.role in ("input", "inout")}
@@ -170,7 +171,7 @@ def test_next_runner_is_started_ahead_and_closed(evaluator: Evaluator) -> None:
     assert first.status is Status.OK
     assert len(FakeRunner.started) == 2                  # the candidate's runner and the spare
     assert FakeRunner.started[0].closed and not FakeRunner.started[1].closed
-    assert FakeRunner.started[1].cuda_started           # told to start CUDA once the timing was over
+    assert FakeRunner.started[1].readied                # its start-up was awaited before the timing
     _evaluate(evaluator)
     assert len(FakeRunner.started) == 3 and FakeRunner.started[1].closed      # the spare was used
     evaluator.close()

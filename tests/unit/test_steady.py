@@ -140,11 +140,11 @@ def test_steady_run_completes_epochs_of_pop_children(tmp_path, make_config, conv
 def test_backend_always_has_in_flight_candidates(tmp_path, make_config, conv2d) -> None:
     config = steady_config(make_config, pop=16, gens=4, seed=2)
     engine, backend, _ = make_steady(tmp_path, config, conv2d, backend=ShuffledBackend(size=4, seed=5))
-    assert engine.in_flight == 10
+    assert engine.in_flight == 16 == auto_in_flight(4, 16)          # 4 x 4 + 4, capped at pop
     engine.run()
     seen = [n for _, n in backend.steady_polls]
     # at every poll between epochs 0 and the last one the backend holds exactly in_flight candidates
-    assert len(seen) > 16 and min(seen) == max(seen) == 10
+    assert len(seen) > 16 and min(seen) == max(seen) == 16
     assert {epoch for epoch, _ in backend.steady_polls} == {0, 1, 2, 3}   # across every epoch boundary
 
     explicit = steady_config(make_config, pop=16, gens=2, seed=2, **{"evolution.in_flight": 3})
@@ -385,7 +385,7 @@ def test_cli_steady_mode_runs_and_resumes(tmp_path, capsys) -> None:
     captured = capsys.readouterr()
     lines = [line for line in captured.out.splitlines() if line.startswith("epoch")]
     assert len(lines) == 3 and lines[-1].startswith("epoch   2/2") and "valid 100%" in lines[-1]
-    assert "steady-state with 4 in flight" in captured.err           # InlineBackend: 1 worker -> 2 x 1 + 2
+    assert "steady-state with 8 in flight" in captured.err           # InlineBackend: 1 worker -> 4 x 1 + 4
     assert yaml.safe_load((out / "config.yaml").read_text())["evolution"]["mode"] == "steady"
     assert main(["--resume", str(out), "--gens", "3", "--in-flight", "2"], backend_factory=synthetic) == 0
     captured = capsys.readouterr()
