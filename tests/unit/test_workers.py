@@ -131,7 +131,7 @@ def test_evolve_steady_mode_on_the_ray_pool(cluster, tmp_path, capsys) -> None:
     assert "epoch   2/2" in captured.out and "steady-state with 8 in flight" in captured.err   # 2 GPUs: 4 x 2 + 4, capped at pop 8
     records = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
     per_epoch = Counter(r["generation"] for r in records if r["kind"] == "evaluated")
-    assert per_epoch[1] == 8 and 8 <= per_epoch[2] <= 8 + 6
+    assert per_epoch[1] == 8 and 8 <= per_epoch[2] <= 8 + 8     # the last epoch takes up to in_flight more
     assert pools[0].pending() == 0                  # the in-flight drain left nothing behind
     assert ray.is_initialized()
 
