@@ -99,6 +99,7 @@ class Evaluator:
         self.bench_shapes = self.config.shapes or self.task.benchmark(self.config.benchmark)
         self._gpu: GpuInfo | None = None
         self._baseline: nvcc.CompileResult | None = None
+        self._bench_inputs: dict[str, dict[str, np.ndarray]] = {}
         self._bench_cache: dict[str, tuple[dict[str, np.ndarray], dict[str, Any]]] = {}
         self._plans: dict[str, TimingPlan] = {}
         # secret per evaluator: which rotations the timed calls see and which of them are checked
@@ -147,12 +148,9 @@ class Evaluator:
             return compile_failure_result(candidate, compiled)
         gpu, baseline = self.gpu_info, self.baseline
         start = time.perf_counter()
-        work, runner, ahead = self._take_runner()
+        work, runner = self._take_runner()
         session = _Session(self, candidate, work)
-        if ahead:
-            with session._stage("startup"):
-                work, runner = self._started(work, runner)
-            session.work = work
+        session.stage_seconds["startup"] = time.perf_counter() - start
         try:
             with session._stage("prepare"):
                 (work / "candidate.so").write_bytes(compiled.binary)
@@ -182,28 +180,29 @@ class Evaluator:
             shutil.rmtree(work, ignore_errors=True)
             raise
 
-    def _take_runner(self) -> tuple[Path, RunnerProcess, bool]:
-        """(workdir, runner, started ahead?): the spare if there is one, else a new runner."""
-        if self._spare is not None:
-            spare, self._spare = self._spare, None
-            if spare[1].proc.poll() is None:
-                return (*spare, True)
-            self._discard(spare)
-        return (*self._new_runner(), False)
+    def _take_runner(self) -> tuple[Path, RunnerProcess]:
+        """The spare runner once it is up, else a new one.  A spare that failed to start (say, the
+        GPU memory was still held by the previous candidate) is replaced by a fresh runner, whose
+        errors are then this candidate's to report."""
+        spare, self._spare = self._spare, None
+        if spare is not None and self._up_or_discarded(spare):
+            return spare
+        self._reap_dying()
+        return self._new_runner()
 
-    def _started(self, work: Path, runner: RunnerProcess) -> tuple[Path, RunnerProcess]:
-        """A runner started ahead, up; one that failed to start (say, the GPU memory was still
-        held by the previous candidate) is replaced by a fresh one, whose errors are then this
-        candidate's to report."""
+    def _up_or_discarded(self, spare: tuple[Path, RunnerProcess]) -> bool:
+        """Wait for a runner started ahead; True when it is up, else it is discarded."""
         try:
-            runner.ready()
-            return work, runner
+            spare[1].ready()
+            return True
         except (RunnerDied, RunnerTimeout) as exc:
-            log.warning("a runner started ahead failed to start (%s); starting a fresh one", exc)
-            self._discard((work, runner))
-            while self._dying:
-                self._dying.pop().reap()
-            return self._new_runner()
+            log.warning("a runner started ahead failed to start (%s); the next candidate starts its own", exc)
+            self._discard(spare)
+            return False
+
+    def _reap_dying(self) -> None:
+        while self._dying:
+            self._dying.pop().reap()
 
     def _start_spare(self) -> None:
         """Start the next candidate's runner now: its start-up (Python, sandbox, CUDA context)
@@ -223,17 +222,9 @@ class Evaluator:
     def quiet_for_timing(self) -> None:
         """Before timing: the previous candidates' runners are gone (their CUDA contexts torn
         down) and the spare runner has finished starting, so nothing of ours but the candidate's
-        runner drives the GPU while it is timed.  A spare that failed to start is dropped here
-        (the next candidate starts its own runner; see ``_started``)."""
-        while self._dying:
-            self._dying.pop().reap()
-        if self._spare is None:
-            return
-        try:
-            self._spare[1].ready()
-        except (RunnerDied, RunnerTimeout) as exc:
-            log.warning("spare runner failed to start (%s); the next candidate starts its own", exc)
-            self._discard(self._spare)
+        runner drives the GPU while it is timed."""
+        self._reap_dying()
+        if self._spare is not None and not self._up_or_discarded(self._spare):
             self._spare = None
 
     def _discard(self, spare: tuple[Path, RunnerProcess]) -> None:
@@ -242,8 +233,7 @@ class Evaluator:
 
     def close(self) -> None:
         """Stop the spare runner (also done at interpreter exit)."""
-        while self._dying:
-            self._dying.pop().reap()
+        self._reap_dying()
         if self._spare is not None:
             self._discard(self._spare)
             self._spare = None
@@ -282,10 +272,9 @@ class Evaluator:
 
     def benchmark_inputs(self, shape: Shape) -> dict[str, np.ndarray]:
         """The benchmark input set of a shape (fixed seed), made once per evaluator."""
-        key = f"{shape.label}#inputs"
-        if key not in self._bench_cache:
-            self._bench_cache[key] = (self.make_case(shape, BENCHMARK_SEED), {})
-        return self._bench_cache[key][0]
+        if shape.label not in self._bench_inputs:
+            self._bench_inputs[shape.label] = self.make_case(shape, BENCHMARK_SEED)
+        return self._bench_inputs[shape.label]
 
     def benchmark_case(self, shape: Shape) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Benchmark inputs and their reference (on the GPU when CuPy is used, ``self.bench_xp``),
@@ -487,10 +476,6 @@ class _Session:
         gpu = self.ev.gpu_info
         with self._stage("quiet"):
             self.ev.quiet_for_timing()      # nothing else of ours drives the GPU while timing
-        return self._benchmark_shapes(runner, gpu)
-
-    def _benchmark_shapes(self, runner: RunnerProcess, gpu: GpuInfo) -> tuple[Status, str, Mismatch | None,
-                                                                              list[ShapeTiming]]:
         timings: list[ShapeTiming] = []
         for shape in self.ev.bench_shapes:
             self._where = f"benchmark shape {shape.label}"

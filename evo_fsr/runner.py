@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,15 @@ from cudart import (MEMCPY_DEVICE_TO_DEVICE, MEMCPY_DEVICE_TO_HOST,  # noqa: E40
 POISON_BYTE = 0xFF          # float32/64/16 NaN; -1 for signed integers
 SCALAR_CTYPES = {"int32": ctypes.c_int, "int64": ctypes.c_longlong,
                  "float32": ctypes.c_float, "float64": ctypes.c_double}
+
+
+@dataclass
+class CallPlan:
+    """Per ``time`` command: (launch ptr, bytes, item size, base copy) of each input, in the
+    order of ``rotations`` offsets, and (ptr, bytes) of each buffer to poison."""
+
+    inputs: list[tuple[int, int, int, int]]
+    poisoned: list[tuple[int, int]]
 
 
 class Runner:
@@ -180,13 +190,13 @@ class Runner:
         rotations: list[list[int]] = msg.get("rotations") or []
         checks = {int(t) for t in msg.get("check_trials", ())}
         after_trial = int(msg.get("inputs_after_trial", -1))
-        bases = self.base_copies(buffers)
+        plan = self.call_plan(buffers)
         snaps: dict[int, dict[str, int]] = {}
         phase_ms["upload"] = (time.perf_counter() - t_start) * 1e3
         t_warm = time.perf_counter()
         for _ in range(int(msg.get("warmup", 3))):
             for fn in fns:
-                self.prepare_call(buffers, bases, None)
+                self.prepare_call(plan, None)
                 fn(*args)
         rt.device_synchronize()
         phase_ms["warmup"] = (time.perf_counter() - t_warm) * 1e3
@@ -202,7 +212,7 @@ class Runner:
             order = range(len(libs)) if trial % 2 == 0 else reversed(range(len(libs)))
             for i in order:
                 # untimed: this trial's inputs, poisoned outputs, L2 flush
-                self.prepare_call(buffers, bases, rotations[trial] if rotations else None)
+                self.prepare_call(plan, rotations[trial] if rotations else None)
                 rt.memset_async(self.flush_ptr, trial & 0xFF, self.flush_bytes, stream)
                 rt.device_synchronize()
                 t0 = time.perf_counter()
@@ -226,44 +236,42 @@ class Runner:
         reply: dict[str, Any] = {"event_ms": event_ms, "host_ms": host_ms, "trials": trial,
                                  "snapshots": self.save_snapshots(msg, buffers, snaps)}
         self.free(buffers)
-        for ptr in [*bases.values(), *(p for snap in snaps.values() for p in snap.values())]:
+        for ptr in [*(base for _, _, _, base in plan.inputs), *(p for snap in snaps.values() for p in snap.values())]:
             rt.free(ptr)
         phase_ms["save"] = (time.perf_counter() - t_save) * 1e3
         reply["phase_ms"] = phase_ms
         return reply
 
     # -- issue 4: unseen inputs on every timed call, outputs of some timed calls checked ---------
-    def input_args(self, buffers: dict[str, Any]) -> list[dict[str, Any]]:
-        return [a for a in self.job["args"] if a["role"] in ("input", "inout") and a["name"] in buffers]
-
-    def base_copies(self, buffers: dict[str, Any]) -> dict[str, int]:
-        """A device copy of each uploaded input, the source of every trial's rotated inputs."""
-        bases: dict[str, int] = {}
-        for arg in self.input_args(buffers):
+    def call_plan(self, buffers: dict[str, Any]) -> "CallPlan":
+        """What ``prepare_call`` does before every call, worked out once per ``time`` command; a
+        device copy of each uploaded input is the source of every trial's rotated inputs."""
+        plan = CallPlan([], [])
+        for arg in self.job["args"]:
+            if arg["name"] not in buffers:
+                continue
             ptr, nbytes, _ = buffers[arg["name"]]
-            bases[arg["name"]] = self.rt.malloc(nbytes)
-            self.rt.memcpy_async(bases[arg["name"]], ptr, nbytes, MEMCPY_DEVICE_TO_DEVICE, self.stream)
+            if arg["role"] in ("input", "inout"):
+                base = self.rt.malloc(nbytes)
+                self.rt.memcpy_async(base, ptr, nbytes, MEMCPY_DEVICE_TO_DEVICE, self.stream)
+                plan.inputs.append((ptr, nbytes, np.dtype(arg["np_dtype"]).itemsize, base))
+            elif arg["role"] in ("output", "workspace"):
+                plan.poisoned.append((ptr, nbytes))
         self.rt.stream_synchronize(self.stream)
-        return bases
+        return plan
 
-    def prepare_call(self, buffers: dict[str, Any], bases: dict[str, int], offsets: list[int] | None) -> None:
+    def prepare_call(self, plan: "CallPlan", offsets: list[int] | None) -> None:
         """Inputs = the uploaded set, each rotated left by its offset in elements (np.roll(x, -s));
         outputs and workspaces NaN-poisoned."""
-        inputs = self.input_args(buffers)
-        for index, arg in enumerate(inputs):
-            ptr, nbytes, _ = buffers[arg["name"]]
-            item = np.dtype(arg["np_dtype"]).itemsize
+        for index, (ptr, nbytes, item, base) in enumerate(plan.inputs):
             shift = (int(offsets[index]) * item) % nbytes if offsets and nbytes else 0
-            base = bases[arg["name"]]
             if shift:
                 self.rt.memcpy_async(ptr, base + shift, nbytes - shift, MEMCPY_DEVICE_TO_DEVICE, self.stream)
                 self.rt.memcpy_async(ptr + nbytes - shift, base, shift, MEMCPY_DEVICE_TO_DEVICE, self.stream)
             else:
                 self.rt.memcpy_async(ptr, base, nbytes, MEMCPY_DEVICE_TO_DEVICE, self.stream)
-        for arg in self.job["args"]:
-            if arg["role"] in ("output", "workspace") and arg["name"] in buffers:
-                ptr, nbytes, _ = buffers[arg["name"]]
-                self.rt.memset_async(ptr, POISON_BYTE, nbytes, self.stream)
+        for ptr, nbytes in plan.poisoned:
+            self.rt.memset_async(ptr, POISON_BYTE, nbytes, self.stream)
 
     def snapshot(self, buffers: dict[str, Any], inputs: bool) -> dict[str, int]:
         """Device copies of the outputs (``out:<name>``) and, if asked, inputs (``after:<name>``)."""

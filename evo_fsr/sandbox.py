@@ -31,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Any, Callable, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -119,27 +119,23 @@ def _rlimits(policy: SandboxPolicy) -> list[tuple[int, tuple[int, int]]]:
     return limits
 
 
+def _set_rlimits(limits: list[tuple[int, tuple[int, int]]], set_one: Callable[[int, tuple[int, int]], Any]) -> None:
+    for which, value in limits:
+        try:
+            set_one(which, value)
+        except (ValueError, OSError):
+            if which != resource.RLIMIT_NPROC:      # NPROC is headroom: best effort
+                raise
+
+
 def _limits(policy: SandboxPolicy):  # type: ignore[no-untyped-def]
     limits = _rlimits(policy)
-
-    def apply() -> None:  # runs in the child between fork and exec
-        for which, value in limits:
-            try:
-                resource.setrlimit(which, value)
-            except (ValueError, OSError):
-                if which != resource.RLIMIT_NPROC:
-                    raise
-    return apply
+    return lambda: _set_rlimits(limits, resource.setrlimit)   # in the child, between fork and exec
 
 
 def _apply_limits_to(pid: int, policy: SandboxPolicy) -> None:
-    """The same rlimits, set on a started process (``os.prlimit``)."""
-    for which, value in _rlimits(policy):
-        try:
-            resource.prlimit(pid, which, value)
-        except (ValueError, OSError):
-            if which != resource.RLIMIT_NPROC:
-                raise
+    """The same rlimits, set on a started process (``prlimit``)."""
+    _set_rlimits(_rlimits(policy), lambda which, value: resource.prlimit(pid, which, value))
 
 
 # -- confinement ---------------------------------------------------------------------------------

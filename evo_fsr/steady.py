@@ -108,7 +108,6 @@ class SteadyEngine(Engine):
             (op, w) for op, w in self.operators if not op.needs_llm]
         self._flights: dict[str, _Flight] = {}        # submitted, by candidate id
         self._breeding: list[Slot] = []               # LLM children being written
-        self._reserved: set[str] = set()              # ids bred and not yet evaluated
         self._demand: deque[int] = deque()            # islands owed a child, oldest first
         self._saved: list[_Flight] = []               # in flight at the restored snapshot
         self._epoch = _Epoch(self.generation + 1)
@@ -156,7 +155,7 @@ class SteadyEngine(Engine):
             if not operators:           # only LLM operators, all busy: wait for a reply
                 return
             island = self._next_island()
-            slot = self._vary_one(island, self.islands[island], self._reserved, operators)
+            slot = self._vary_one(island, self.islands[island], set(self._flights), operators)
             if slot.future is not None:
                 self._breeding.append(slot)
             else:
@@ -198,7 +197,6 @@ class SteadyEngine(Engine):
             self._arrive(flight, cached, cached=True)
             return
         self._flights[flight.individual.id] = flight
-        self._reserved.add(flight.individual.id)
         self.backend.submit(flight.individual.to_candidate())
 
     def _returned(self, candidate: Candidate, result: EvalResult) -> None:
@@ -213,7 +211,6 @@ class SteadyEngine(Engine):
         epoch, ind = self._epoch, flight.individual
         ind.generation = epoch.number
         self._accept(epoch.number, flight.island, ind, result, flight.outcome, epoch.stats, cached=cached)
-        self._reserved.discard(ind.id)
         epoch.children.append(ind)
         replace_worst(self.islands[flight.island], ind, self.island_sizes[flight.island],
                       protect=max(1, self.config.selection.elite))
