@@ -7,11 +7,11 @@ Candidates are built with ``--cudart shared`` and so share this runtime instance
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import glob
 import os
 import shutil
 from pathlib import Path
+from typing import Iterator
 
 MEMCPY_HOST_TO_DEVICE = 1
 MEMCPY_DEVICE_TO_HOST = 2
@@ -33,11 +33,11 @@ class CudaError(RuntimeError):
         super().__init__(f"{call} failed: {name} ({code}): {text}")
 
 
-def _candidates() -> list[str]:
-    found: list[str] = []
-    for env in ("EVO_FSR_CUDART",):
-        if os.environ.get(env):
-            found.append(os.environ[env])
+def _candidates() -> Iterator[str]:
+    """Where libcudart may be, most specific first (lazily: the runner stops at the first that
+    loads, without spawning ``ldconfig`` for ``find_library``)."""
+    if os.environ.get("EVO_FSR_CUDART"):
+        yield os.environ["EVO_FSR_CUDART"]
     homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
     nvcc = shutil.which("nvcc")
     if nvcc:
@@ -45,11 +45,11 @@ def _candidates() -> list[str]:
     homes.append("/usr/local/cuda")
     for home in filter(None, homes):
         for sub in ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
-            found += sorted(glob.glob(os.path.join(home, sub, "libcudart.so*")), reverse=True)
+            yield from sorted(glob.glob(os.path.join(home, sub, "libcudart.so*")), reverse=True)
+    import ctypes.util  # noqa: PLC0415 - last resort only: it may spawn ldconfig
     name = ctypes.util.find_library("cudart")
     if name:
-        found.append(name)
-    return found
+        yield name
 
 
 def load_library() -> ctypes.CDLL:
@@ -75,6 +75,8 @@ class Runtime:
         lib.cudaMemsetAsync.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
         lib.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
         lib.cudaFree.argtypes = [ctypes.c_void_p]
+        lib.cudaMallocHost.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+        lib.cudaFreeHost.argtypes = [ctypes.c_void_p]
         lib.cudaStreamSynchronize.argtypes = [ctypes.c_void_p]
         lib.cudaEventRecord.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.cudaEventSynchronize.argtypes = [ctypes.c_void_p]
@@ -110,6 +112,15 @@ class Runtime:
 
     def free(self, ptr: int) -> None:
         self.check("cudaFree", self.lib.cudaFree(ctypes.c_void_p(ptr)))
+
+    def malloc_host(self, nbytes: int) -> int:
+        """Page-locked host memory (fast, asynchronous device-to-host copies)."""
+        ptr = ctypes.c_void_p()
+        self.check("cudaMallocHost", self.lib.cudaMallocHost(ctypes.byref(ptr), max(int(nbytes), 1)))
+        return int(ptr.value or 0)
+
+    def free_host(self, ptr: int) -> None:
+        self.check("cudaFreeHost", self.lib.cudaFreeHost(ctypes.c_void_p(ptr)))
 
     def stream_create(self) -> int:
         stream = ctypes.c_void_p()

@@ -1,14 +1,19 @@
 """The generational loop on DEAP: evaluate, select, vary; islands, ring migration, hall of fame.
 
 Generation 0 is the task's seeds, random knob variants of them and (with an LLM) fresh LLM
-variants.  Each later generation, on every island: pick an operator per offspring slot (by
-the configured probabilities), pick parents by tournament, vary (LLM calls run in threads and
+variants.  Each later generation, on every island: pick an operator per offspring slot (by the
+configured probabilities), pick parents by tournament, vary (LLM calls run in threads and
 overlap GPU evaluation), drop duplicates of any candidate already seen (normalised source)
 before they cost GPU time, evaluate, then keep the island's elites and fill it by tournament
-from parents and offspring.  Every ``migration.interval`` generations each island's best
-replace the next island's worst (a ring).  After each generation a snapshot (population,
-hall of fame, RNG state, logbook) makes the run resumable; all randomness comes from one
-``random.Random`` used only in this thread, so a resumed run reproduces the next generation.
+from parents and offspring.  When ``KNOB_ATTEMPTS`` random draws of a knob operator yield no
+unseen variant (only already-seen ones, or none at all), the slot takes the nearest unseen
+knob variant (operator ``knob_explore``) of the parent, else of the island's other members
+(best first), else of the other islands'; when no member's knob space holds an unseen variant
+and no LLM operator is enabled, the run ends after the current generation, with one log line
+saying so.  Every ``migration.interval`` generations each island's best replace the next
+island's worst (a ring).  After each generation a snapshot (population, hall of fame, RNG
+state, logbook) makes the run resumable; all randomness comes from one ``random.Random`` used
+only in this thread, so a resumed run reproduces the next generation.
 
 This is ``evolution.mode: generational``; ``steady.SteadyEngine`` subclasses ``Engine`` for
 the asynchronous steady-state mode and reuses generation 0, variation, admission, recording
@@ -28,7 +33,9 @@ from deap import tools
 
 from .config import RunConfig
 from .llm.client import ChatClient, LlmUsage
-from .operators import REGISTRY, Offspring, Operator, Outcome, Rejected, VariationContext, random_knob_variant
+from .knobs import ENUMERATION_LIMIT, KnobSpace
+from .operators import (KNOB_EXPLORE, REGISTRY, Offspring, Operator, Outcome, Rejected, VariationContext,
+                        nearest_unseen_variant, random_knob_variant)
 from .population import Individual, same_kernel
 from .selection import Tournament, best, worst
 from .store import RunStore, rng_from_json, rng_state_to_json
@@ -38,6 +45,7 @@ from .types import Candidate, EvalResult, GpuInfo, Status
 log = logging.getLogger(__name__)
 
 KNOB_ATTEMPTS = 8          # draws per knob-operator slot to find an unseen source
+KNOB_EXPLORE_LIMIT = ENUMERATION_LIMIT   # knob variants examined per fallback search, all members together
 INIT_ATTEMPTS_PER_SLOT = 20
 
 
@@ -122,6 +130,7 @@ class EvolutionResult:
     generation: int
     logbook: tools.Logbook
     counters: dict[str, int] = field(default_factory=dict)
+    stop_reason: str | None = None      # why the run ended before ``gens`` (knob space exhausted)
 
 
 @dataclass
@@ -145,6 +154,8 @@ class Slot:
 
 
 class Engine:
+    round_word = "generation"        # a unit of progress, in log lines
+
     def __init__(self, config: RunConfig, task: Task, backend: EvalBackend, store: RunStore,
                  llm: ChatClient | None = None,
                  on_generation: Callable[[GenerationReport], None] | None = None,
@@ -164,6 +175,11 @@ class Engine:
         self._resume_cache: dict[str, EvalResult] = {}    # evaluated after the last snapshot
         self.counters = {"evaluated": 0, "duplicates": 0, "rejected": 0}
         self._executor: ThreadPoolExecutor | None = None
+        self.exhausted = False                            # proven: nothing unseen left to breed
+        self.stop_reason: str | None = None
+        self._exhausted_spaces: dict[str, int] = {}       # knob space key -> its variants, all seen
+        self._space_keys: dict[str, str] = {}             # member id -> knob space key
+        self._variant_ids: dict[str, dict[tuple[str, ...], str]] = {}   # space key -> assignment -> id
         weights = config.operators.weights()
         self.operators: list[tuple[Operator, float]] = [
             (REGISTRY[name], w) for name, w in weights.items()
@@ -194,7 +210,7 @@ class Engine:
         top = self.best_individual()
         return EvolutionResult(best=top, best_result=self.results.get(top.id) if top else None,
                                hall_of_fame=list(self.hof), generation=self.generation,
-                               logbook=self.logbook, counters=dict(self.counters))
+                               logbook=self.logbook, counters=dict(self.counters), stop_reason=self.stop_reason)
 
     def best_individual(self) -> Individual | None:
         for ind in self.hof:
@@ -205,8 +221,10 @@ class Engine:
 
     def _evolve(self) -> None:
         """Everything after generation 0 (the steady-state mode replaces this loop)."""
-        while self.generation < self.config.gens:
+        while self.generation < self.config.gens and not self._out_of_variants(()):
             self._step()
+        if self.exhausted:
+            self._announce_exhausted()
 
     def restore(self) -> bool:
         """Continue from the store's latest snapshot; False when there is none (fresh start)."""
@@ -284,6 +302,8 @@ class Engine:
         pending: set[str] = set()
         for i, island in enumerate(self.islands):
             for _ in range(self.island_sizes[i]):
+                if self.exhausted:          # nothing unseen left: evaluate what was bred
+                    break
                 slots.append(self._vary_one(i, island, pending))
         offspring, stats = self._evaluate(generation, slots, {})
         children: list[list[Individual]] = [[] for _ in self.islands]
@@ -320,15 +340,98 @@ class Engine:
         if operator.needs_llm:
             return self._launch(island_index, operator, self._parents(island, operator.arity))
         outcome: Outcome = Rejected(operator.name, (), "no attempt")
+        parents: list[Individual] = []
         for _ in range(KNOB_ATTEMPTS):
-            outcome = operator.vary(self._parents(island, operator.arity), self._context(), self.rng)
+            parents = self._parents(island, operator.arity)
+            outcome = operator.vary(parents, self._context(), self.rng)
             if isinstance(outcome, Offspring):
                 child_id = Individual(self.task.name, outcome.source).id
                 if child_id not in self.results and child_id not in pending:
                     pending.add(child_id)
                     return Slot(island_index, outcome)
                 outcome = Rejected(operator.name, outcome.parents, "only already-seen variants found")
-        return Slot(island_index, outcome)
+        return Slot(island_index, self._explore(island_index, parents[:1], pending) or outcome)
+
+    # -- when random knob draws find nothing new -----------------------------------------
+    @property
+    def _writes_kernels(self) -> bool:
+        """An LLM operator is enabled: it can always write a kernel outside every knob space."""
+        return any(op.needs_llm for op, _ in self.operators)
+
+    def _explore(self, island_index: int, first: list[Individual], pending: set[str]) -> Outcome | None:
+        """The nearest unseen knob variant (``knob_explore``) of ``first``, else of the island's
+        members best first, else of the other islands' members; None when there is none, or a
+        rejection (and ``exhausted``) when provably none is left and no LLM operator is enabled."""
+        order = list(first)
+        for step in range(len(self.islands)):
+            island = self.islands[(island_index + step) % len(self.islands)]
+            order += best(island, len(island))
+        salt = self.rng.getrandbits(64)          # one draw, whatever the search below examines
+        child, proven = self._nearest_unseen(order, pending, salt)
+        if child is not None:
+            pending.add(Individual(self.task.name, child.source).id)
+            return child
+        if proven and not self._writes_kernels:
+            self.exhausted = True
+            return Rejected(KNOB_EXPLORE, tuple(p.id for p in first),
+                            "every knob variant of every population member is already seen")
+        return None
+
+    def _out_of_variants(self, pending: Container[str]) -> bool:
+        """``exhausted``, checked now if not yet known: no LLM operator is enabled and no member
+        of any island has a knob variant that is neither evaluated nor in ``pending``.  Uses
+        no engine randomness (a resumed generational run still reproduces the next one)."""
+        if not self.exhausted and not self._writes_kernels:
+            members = [ind for island in self.islands for ind in island]
+            child, proven = self._nearest_unseen(members, pending, 0)
+            self.exhausted = child is None and proven
+        return self.exhausted
+
+    def _nearest_unseen(self, members: list[Individual], pending: Container[str],
+                        salt: int) -> tuple[Offspring | None, bool]:
+        """The first members' nearest unseen knob variant, and whether the search proved that
+        none is left (every member's knob space enumerated, nothing unseen).  At most
+        ``KNOB_EXPLORE_LIMIT`` variants are examined in all; a space already proven exhausted
+        is skipped but charged as if examined, and each space's ties are broken by its own RNG
+        (salt and member id), so remembering proofs never changes which child is found."""
+        def seen(candidate_id: str) -> bool:
+            return candidate_id in self.results or candidate_id in pending
+
+        budget, proven = KNOB_EXPLORE_LIMIT, True
+        tried: set[str] = set()
+        for member in members:
+            space = self._space_key(member)
+            if space in tried:
+                continue
+            tried.add(space)
+            if space in self._exhausted_spaces:
+                budget -= self._exhausted_spaces[space]
+                continue
+            if budget <= 0:
+                return None, False
+            found = nearest_unseen_variant(member.source, seen, random.Random(f"{salt}:{member.id}"), budget,
+                                           ids=self._variant_ids.setdefault(space, {}))
+            budget -= found.examined
+            if found.source is not None:
+                return Offspring(found.source, KNOB_EXPLORE, (member.id,)), False
+            if found.exhausted:
+                self._exhausted_spaces[space] = found.examined
+            else:
+                proven = False
+        return None, proven
+
+    def _space_key(self, member: Individual) -> str:
+        key = self._space_keys.get(member.id)
+        if key is None:
+            key = self._space_keys[member.id] = KnobSpace.of(member.source).key()
+        return key
+
+    def _announce_exhausted(self) -> None:
+        """Log (once per ``run``) and keep for the summary why the run ends here."""
+        llm = "no LLM configured" if self.llm is None else "no LLM operator enabled"
+        self.stop_reason = (f"knob space exhausted after {len(self.results)} candidates: no unseen variant "
+                            f"left and {llm}; ending the run after {self.round_word} {self.generation}")
+        log.warning("%s", self.stop_reason)
 
     def _parents(self, island: list[Individual], arity: int) -> list[Individual]:
         chosen = self.selector.select(island, arity, self.rng)

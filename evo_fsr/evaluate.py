@@ -18,9 +18,13 @@ Stages:
     and the candidate's outputs of two secretly chosen timed calls are checked against the
     reference (a kernel must not special-case the timed shape, cache its outputs or skip work).
 
-One runner process is started ahead (the "spare"): its start-up overlaps the current
-candidate's validation and is awaited, with the previous runner's exit, before the current
-candidate is timed, so only the candidate's own runner drives the GPU while it is timed.
+The runner of the next candidate is started ahead: as soon as a candidate's timed calls are
+done (or its evaluation ended without timing), the next runner starts (Python, sandbox, CUDA
+context), overlapping this candidate's output checks and the next candidate's validation.
+Before a candidate is timed, the start-up of every runner ahead and the exit of the previous
+runners are awaited (``quiet_for_timing``): nothing of ours starts or stops while a candidate
+is timed.  (Measured on an H100: a sandboxed runner starting up while another candidate was
+timed added about 1.6 ms of host time to each timed call, falsely flagging escaped-stream work.)
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -65,7 +70,7 @@ class EvalConfig:
     determinism_check: bool = True
     max_trials: int = 50
     min_trials: int = 10
-    warmup: int = 3
+    warmup: int = 1                           # untimed calls of each kernel per shape (module load, caches)
     time_budget_s: float = 2.0                # per benchmark shape, both kernels together
     validation_timeout_s: float = 20.0        # one validation launch (reply) before TIMEOUT
     benchmark_timeout_s: float = 120.0
@@ -104,7 +109,9 @@ class Evaluator:
         self._plans: dict[str, TimingPlan] = {}
         # secret per evaluator: which rotations the timed calls see and which of them are checked
         self._plan_rng = random.Random(secrets.randbits(64))
-        self._spare: tuple[Path, RunnerProcess] | None = None
+        # runners started ahead, the next candidate's first (at most two: the next candidate's,
+        # and the one started once the current candidate's timed calls are done)
+        self._ahead: deque[tuple[Path, RunnerProcess]] = deque()
         self._dying: list[RunnerProcess] = []     # killed runners whose exit is not yet awaited
 
     # -- lazily probed ------------------------------------------------------------------
@@ -156,9 +163,12 @@ class Evaluator:
                 (work / "candidate.so").write_bytes(compiled.binary)
                 (work / "baseline.so").write_bytes(baseline.binary)
                 if self.config.prespawn:
-                    self._start_spare()      # its start-up overlaps this candidate's validation
+                    self._start_ahead()      # if none was started after the previous timing
             status, summary, mismatch, timings = session.run(runner)
+            for phase, ms in runner.startup_ms.items():     # this runner's own start-up (mostly ahead)
+                session.stage_seconds[f"runner_start_{phase}"] = ms / 1e3
         finally:
+            self.timed_calls_done()
             with session._stage("cleanup"):
                 shutil.rmtree(work, ignore_errors=True)
         logs = [("compile", compiled.log)] if compiled.log else []
@@ -171,23 +181,24 @@ class Evaluator:
             stage_seconds=tuple((k, round(v, 4)) for k, v in session.stage_seconds.items()))
 
     # -- runner processes: one fresh process per candidate, the next one started ahead ----
-    def _new_runner(self, start_cuda: bool = True) -> tuple[Path, RunnerProcess]:
+    def _new_runner(self) -> tuple[Path, RunnerProcess]:
         work = Path(tempfile.mkdtemp(prefix="evo-fsr-cand-", dir=_scratch_root()))
         (work / "job.json").write_text(self._job_json())
         try:
-            return work, RunnerProcess(work, wait=False, start_cuda=start_cuda)
+            return work, RunnerProcess(work, wait=False)
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
 
     def _take_runner(self) -> tuple[Path, RunnerProcess]:
-        """The spare runner once it is up, else a new one.  A spare that failed to start (say, the
-        GPU memory was still held by the previous candidate) is replaced by a fresh runner, whose
-        errors are then this candidate's to report."""
-        spare, self._spare = self._spare, None
-        if spare is not None and self._up_or_discarded(spare):
-            return spare
-        self._reap_dying()
+        """The runner started ahead once it is up, else a new one.  One that failed to start (say,
+        the GPU memory was still held by the previous candidate) is replaced by a fresh runner,
+        whose errors are then this candidate's to report."""
+        while self._ahead:
+            spare = self._ahead.popleft()
+            if self._up_or_discarded(spare):
+                return spare
+        self.reap_dying()
         return self._new_runner()
 
     def _up_or_discarded(self, spare: tuple[Path, RunnerProcess]) -> bool:
@@ -200,19 +211,29 @@ class Evaluator:
             self._discard(spare)
             return False
 
-    def _reap_dying(self) -> None:
+    def reap_dying(self) -> None:
         while self._dying:
             self._dying.pop().reap()
 
-    def _start_spare(self) -> None:
-        """Start the next candidate's runner now: its start-up (Python, sandbox, CUDA context)
-        overlaps this candidate's validation and has finished before this candidate is timed
-        (``quiet_for_timing``), so the runner a candidate is timed in was created well before."""
-        if self._spare is None:
-            try:
-                self._spare = self._new_runner()
-            except OSError as exc:
-                log.warning("could not start a spare runner (the next one starts on demand): %s", exc)
+    def _start_ahead(self) -> None:
+        """A runner for the next candidate, now, if none was started after the previous timing
+        (the first candidate, or the runner ahead failed): its start-up overlaps this candidate's
+        validation."""
+        if not self._ahead:
+            self._spawn_ahead()
+
+    def timed_calls_done(self) -> None:
+        """This candidate's timed calls are over (or it was not timed): start the runner of the
+        candidate after the next one now, while this candidate's outputs are checked and the
+        next one is validated; ``quiet_for_timing`` awaits its start-up."""
+        if self.config.prespawn and len(self._ahead) < 2:
+            self._spawn_ahead()
+
+    def _spawn_ahead(self) -> None:
+        try:
+            self._ahead.append(self._new_runner())
+        except OSError as exc:
+            log.warning("could not start a runner ahead (the next one starts on demand): %s", exc)
 
     def reap_later(self, runner: RunnerProcess) -> None:
         self._dying.append(runner)
@@ -221,22 +242,26 @@ class Evaluator:
 
     def quiet_for_timing(self) -> None:
         """Before timing: the previous candidates' runners are gone (their CUDA contexts torn
-        down) and the spare runner has finished starting, so nothing of ours but the candidate's
-        runner drives the GPU while it is timed."""
-        self._reap_dying()
-        if self._spare is not None and not self._up_or_discarded(self._spare):
-            self._spare = None
+        down) and every runner ahead has finished starting, so nothing of ours but the
+        candidate's runner starts, stops or drives the GPU while it is timed."""
+        self.reap_dying()
+        self.await_ahead()
+
+    def await_ahead(self) -> None:
+        """Wait for the start-up of every runner ahead; one that failed is discarded."""
+        for spare in list(self._ahead):
+            if not self._up_or_discarded(spare):
+                self._ahead.remove(spare)
 
     def _discard(self, spare: tuple[Path, RunnerProcess]) -> None:
         spare[1].close()
         shutil.rmtree(spare[0], ignore_errors=True)
 
     def close(self) -> None:
-        """Stop the spare runner (also done at interpreter exit)."""
-        self._reap_dying()
-        if self._spare is not None:
-            self._discard(self._spare)
-            self._spare = None
+        """Stop the runners started ahead (also done at interpreter exit)."""
+        self.reap_dying()
+        while self._ahead:
+            self._discard(self._ahead.popleft())
 
     def __del__(self) -> None:
         try:
@@ -474,10 +499,13 @@ class _Session:
 
     def _benchmark(self, runner: RunnerProcess) -> tuple[Status, str, Mismatch | None, list[ShapeTiming]]:
         gpu = self.ev.gpu_info
-        with self._stage("quiet"):
-            self.ev.quiet_for_timing()      # nothing else of ours drives the GPU while timing
+        # nothing of ours starts, stops or drives the GPU while the candidate is timed
+        with self._stage("quiet_reap"):
+            self.ev.reap_dying()            # the previous runners' exits
+        with self._stage("quiet_ahead"):
+            self.ev.await_ahead()           # the start-up of the runners ahead
         timings: list[ShapeTiming] = []
-        for shape in self.ev.bench_shapes:
+        for index, shape in enumerate(self.ev.bench_shapes):
             self._where = f"benchmark shape {shape.label}"
             plan = self.ev.timing_plan(shape)
             with self._stage("bench_inputs"):
@@ -490,6 +518,8 @@ class _Session:
                     "rotations": [list(r) for r in plan.rotations], "check_trials": list(plan.check_trials),
                     "inputs_after_trial": plan.inputs_after_trial,
                 }, self.cfg.benchmark_timeout_s + 10 * self.cfg.time_budget_s)
+            if index == len(self.ev.bench_shapes) - 1:
+                self.ev.timed_calls_done()  # a runner ahead starts while the outputs are checked
             if "error" in reply:
                 shutil.rmtree(folder, ignore_errors=True)
                 return Status.CRASH, f"crash while timing: {reply['error']} ({self._where})", None, timings

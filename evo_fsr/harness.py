@@ -22,7 +22,7 @@ from .sandbox import (SandboxPolicy, confine_policy, kill_group, report_confinem
 
 RUNNER_SCRIPT = Path(__file__).resolve().parent / "runner.py"
 #: Copied into each candidate's workdir, so the runner needs no read access to the evo_fsr tree.
-RUNNER_FILES = ("runner.py", "cudart.py", "confine.py")
+RUNNER_FILES = ("runner.py", "cudart.py", "confine.py", "npyfile.py")
 
 
 class RunnerTimeout(Exception):
@@ -53,7 +53,8 @@ class RunnerProcess:
         private.mkdir(exist_ok=True)
         for name in RUNNER_FILES:
             shutil.copyfile(RUNNER_SCRIPT.parent / name, private / name)
-        argv = [sys.executable, "-I", str(private / "runner.py"), str(workdir)]
+        # -I -S: no user site, no site-packages (the runner needs only the standard library)
+        argv = [sys.executable, "-I", "-S", str(private / "runner.py"), str(workdir)]
         confinement = confine_policy(policy, str(workdir))
         # --- end sandbox hook --------------------------------------------------------------
         self._pipes_closed = False
@@ -71,6 +72,7 @@ class RunnerProcess:
             os.close(reply_w)
         self._buffer = b""
         self.started = time.perf_counter()
+        self.startup_ms: dict[str, float] = {}    # the runner's own start-up phases (init reply)
         if start_cuda or wait:
             self.start_cuda()
         if wait:
@@ -138,6 +140,9 @@ class RunnerProcess:
             report_confinement(reply["confinement"])
         if "error" in reply and reply.get("op") == "init":
             raise RunnerDied(f"runner could not start: {reply['error']}", None)
+        if reply.get("op") == "init":
+            self.startup_ms = {str(k): float(v) for k, v in (reply.get("startup_ms") or {}).items()
+                               if isinstance(v, (int, float))}
         return reply
 
     def _died(self) -> RunnerDied:

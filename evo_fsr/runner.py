@@ -16,12 +16,15 @@ Commands (JSON lines on CMD_FD, one JSON reply each on REPLY_FD):
 """
 from __future__ import annotations
 
-import ctypes
+import time
+
+_STARTED = time.perf_counter()   # first thing: the start-up phases are reported in the init reply
+
+import ctypes  # noqa: E402
 import json
+import math
 import os
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # --- sandbox hook (confine.py, see SECURITY.md) ----------------------------------------------
 # Network namespace and Landlock go on here, while the process is still single-threaded (before
-# numpy or CUDA start threads, so every later thread inherits them); capabilities and seccomp go
+# CUDA starts threads, so every later thread inherits them); capabilities and seccomp go
 # on in main() after CUDA init and before any candidate library is loaded.
 _POLICY: dict[str, Any] = {}
 _CONFINEMENT: dict[str, str] = {}
@@ -39,8 +42,7 @@ if __name__ == "__main__" and len(sys.argv) > 4:
     _CONFINEMENT = _confine.startup(_POLICY)
 # --- end sandbox hook ---------------------------------------------------------------------------
 
-import numpy as np  # noqa: E402
-
+import npyfile  # noqa: E402 - the copy next to this file, standard library only
 from cudart import (MEMCPY_DEVICE_TO_DEVICE, MEMCPY_DEVICE_TO_HOST,  # noqa: E402
                     MEMCPY_HOST_TO_DEVICE, CudaError, Runtime)
 
@@ -49,13 +51,16 @@ SCALAR_CTYPES = {"int32": ctypes.c_int, "int64": ctypes.c_longlong,
                  "float32": ctypes.c_float, "float64": ctypes.c_double}
 
 
-@dataclass
 class CallPlan:
     """Per ``time`` command: (launch ptr, bytes, item size, base copy) of each input, in the
-    order of ``rotations`` offsets, and (ptr, bytes) of each buffer to poison."""
+    order of ``rotations`` offsets, and (ptr, bytes) of each buffer to poison.  (A plain class:
+    importing dataclasses would slow the runner's start-up.)"""
 
-    inputs: list[tuple[int, int, int, int]]
-    poisoned: list[tuple[int, int]]
+    __slots__ = ("inputs", "poisoned")
+
+    def __init__(self, inputs: list[tuple[int, int, int, int]], poisoned: list[tuple[int, int]]) -> None:
+        self.inputs = inputs
+        self.poisoned = poisoned
 
 
 class Runner:
@@ -68,6 +73,8 @@ class Runner:
         self.start_event, self.end_event = self.rt.event_create(), self.rt.event_create()
         self.flush_bytes = 0
         self.flush_ptr = 0
+        self.staging_bytes = 0        # page-locked host buffer for device-to-host copies
+        self.staging_ptr = 0
         self.launchers: dict[str, Any] = {}
 
     # -- helpers --------------------------------------------------------------------------
@@ -87,22 +94,37 @@ class Runner:
             self.flush_bytes = max(4 * l2, 64 * 2**20)   # write > 2x L2 before every trial
             self.flush_ptr = self.rt.malloc(self.flush_bytes)
 
-    def upload(self, msg: dict[str, Any]) -> dict[str, tuple[int, int, np.ndarray | None]]:
+    def dump(self, path: Path, ptr: int, nbytes: int, shape: list[int], np_dtype: str) -> None:
+        """Device buffer -> .npy file, through a reused page-locked staging buffer."""
+        if nbytes > self.staging_bytes:
+            if self.staging_ptr:
+                self.rt.free_host(self.staging_ptr)
+                self.staging_ptr, self.staging_bytes = 0, 0
+            self.staging_ptr = self.rt.malloc_host(nbytes)
+            self.staging_bytes = nbytes
+        self.rt.memcpy_async(self.staging_ptr, ptr, nbytes, MEMCPY_DEVICE_TO_HOST, self.stream)
+        self.rt.stream_synchronize(self.stream)
+        with open(path, "wb") as f:
+            npyfile.write_header(f, np_dtype, shape)
+            if nbytes:
+                f.write(memoryview((ctypes.c_char * nbytes).from_address(self.staging_ptr)))
+
+    def upload(self, msg: dict[str, Any]) -> dict[str, tuple[int, int, bytearray | None]]:
         """Allocate every buffer; inputs/inouts from .npy, outputs/workspaces NaN-poisoned."""
         folder = self.workdir / msg["dir"]
-        buffers: dict[str, tuple[int, int, np.ndarray | None]] = {}
+        buffers: dict[str, tuple[int, int, bytearray | None]] = {}
         for arg in self.job["args"]:
             if arg["role"] in ("scalar", "stream"):
                 continue
             shape = msg["shapes"][arg["name"]]
-            nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(arg["np_dtype"]).itemsize
+            nbytes = math.prod(int(d) for d in shape) * npyfile.itemsize(arg["np_dtype"])
             ptr = self.rt.malloc(nbytes)
             host = None
             if arg["role"] in ("input", "inout"):
-                host = np.ascontiguousarray(np.load(folder / f"{arg['name']}.npy"))
-                if host.nbytes != nbytes:
-                    raise ValueError(f"{arg['name']}: file has {host.nbytes} bytes, expected {nbytes}")
-                self.rt.memcpy_async(ptr, host.ctypes.data, nbytes, MEMCPY_HOST_TO_DEVICE, self.stream)
+                host = npyfile.read(folder / f"{arg['name']}.npy", arg["np_dtype"], nbytes)
+                if nbytes:
+                    source = ctypes.addressof((ctypes.c_char * nbytes).from_buffer(host))
+                    self.rt.memcpy_async(ptr, source, nbytes, MEMCPY_HOST_TO_DEVICE, self.stream)
             else:
                 self.rt.memset_async(ptr, POISON_BYTE, nbytes, self.stream)
             buffers[arg["name"]] = (ptr, nbytes, host)
@@ -145,7 +167,7 @@ class Runner:
                 times.append(rt.elapsed_ms(self.start_event, self.end_event))
         rt.free(src)
         rt.free(dst)
-        info["copy_bandwidth_gbps"] = 2 * nbytes / (float(np.median(times)) * 1e-3) / 1e9
+        info["copy_bandwidth_gbps"] = 2 * nbytes / (sorted(times)[len(times) // 2] * 1e-3) / 1e9
         return info
 
     def run(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -161,11 +183,8 @@ class Runner:
             if arg["role"] in ("scalar", "stream", "workspace"):
                 continue
             ptr, nbytes, _ = buffers[arg["name"]]
-            out = np.empty(msg["shapes"][arg["name"]], dtype=arg["np_dtype"])
-            self.rt.memcpy_async(out.ctypes.data, ptr, nbytes, MEMCPY_DEVICE_TO_HOST, self.stream)
-            self.rt.stream_synchronize(self.stream)
             prefix = "out" if arg["role"] != "input" else "after"
-            np.save(folder / f"{prefix}_{arg['name']}.npy", out)
+            self.dump(folder / f"{prefix}_{arg['name']}.npy", ptr, nbytes, msg["shapes"][arg["name"]], arg["np_dtype"])
         self.free(buffers)
         return {"rc": rc, "last_error": err, "last_error_name": self.rt.error_name(err) if err else ""}
 
@@ -254,7 +273,7 @@ class Runner:
             if arg["role"] in ("input", "inout"):
                 base = self.rt.malloc(nbytes)
                 self.rt.memcpy_async(base, ptr, nbytes, MEMCPY_DEVICE_TO_DEVICE, self.stream)
-                plan.inputs.append((ptr, nbytes, np.dtype(arg["np_dtype"]).itemsize, base))
+                plan.inputs.append((ptr, nbytes, npyfile.itemsize(arg["np_dtype"]), base))
             elif arg["role"] in ("output", "workspace"):
                 plan.poisoned.append((ptr, nbytes))
         self.rt.stream_synchronize(self.stream)
@@ -299,10 +318,8 @@ class Runner:
         for trial, snap in sorted(snaps.items()):
             for key, ptr in snap.items():
                 kind, name = key.split(":", 1)
-                out = np.empty(msg["shapes"][name], dtype=dtypes[name])
-                self.rt.memcpy_async(out.ctypes.data, ptr, buffers[name][1], MEMCPY_DEVICE_TO_HOST, self.stream)
-                self.rt.stream_synchronize(self.stream)
-                np.save(folder / f"{'snap' if kind == 'out' else 'after'}{trial}_{name}.npy", out)
+                self.dump(folder / f"{'snap' if kind == 'out' else 'after'}{trial}_{name}.npy", ptr,
+                          buffers[name][1], msg["shapes"][name], dtypes[name])
         return sorted(snaps)
 
 
@@ -317,9 +334,11 @@ def main(argv: list[str]) -> int:
 
     # Python and the sandbox are up; CUDA starts when the evaluator says so (a runner started
     # ahead of its candidate must not create its context while another candidate is timed)
+    python_ms = (time.perf_counter() - _STARTED) * 1e3
     first = commands.readline()
     if not first:
         return 0
+    t_cuda = time.perf_counter()
     if json.loads(first).get("op") != "init":
         reply({"op": "init", "error": "protocol: the first command must be init", "confinement": _CONFINEMENT})
         return 3
@@ -328,9 +347,12 @@ def main(argv: list[str]) -> int:
     except (CudaError, OSError) as exc:
         reply({"op": "init", "error": str(exc), "confinement": _CONFINEMENT})
         return 3
+    t_confine = time.perf_counter()
     if _POLICY:  # sandbox hook: CUDA is up; no candidate code loaded yet
         _CONFINEMENT.update(_confine.after_init(_POLICY))
-    reply({"op": "init", "ok": True, "confinement": _CONFINEMENT})
+    startup_ms = {"imports": python_ms, "cuda": (t_confine - t_cuda) * 1e3,
+                  "confine": (time.perf_counter() - t_confine) * 1e3}
+    reply({"op": "init", "ok": True, "confinement": _CONFINEMENT, "startup_ms": startup_ms})
     for line in commands:
         msg = json.loads(line)
         op = msg["op"]

@@ -25,7 +25,11 @@ the generational mode):
   as the generational mode;
 * when the last epoch is complete no more children are bred, but those in flight (and LLM
   children already being written) are evaluated and enter the last epoch: nothing evaluated
-  is lost, so the last epoch may hold up to ``in_flight`` more than ``pop`` children.
+  is lost, so the last epoch may hold up to ``in_flight`` more than ``pop`` children;
+* knob slots fall back to the nearest unseen knob variant as in the generational mode
+  (``Engine._explore``); once no member's knob space holds an unseen variant and no LLM
+  operator is enabled, breeding stops the same way: the children in flight are evaluated, the
+  current epoch is recorded (unless it has evaluated nothing) and the run ends with one log line.
 
 Every candidate is recorded in candidates.jsonl with the epoch its result arrived in as its
 "generation".  Each snapshot also lists the children in flight at that moment; ``--resume``
@@ -99,6 +103,8 @@ class _Epoch:
 class SteadyEngine(Engine):
     """``Engine`` with the steady-state loop after generation 0 (same constructor arguments)."""
 
+    round_word = "epoch"
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.in_flight = self.config.evolution.in_flight or auto_in_flight(backend_size(self.backend),
@@ -135,11 +141,13 @@ class SteadyEngine(Engine):
         for flight in saved:
             if flight.individual.id not in self.results and flight.individual.id not in self._flights:
                 self._send(flight)
+        if self._out_of_variants(self._flights):
+            self._drain_exhausted()
         while True:
             self._top_up()
             self._resolve_breeding()
             if self._draining and not self._flights and not self._breeding:
-                self._close_epoch()
+                self._finish()
                 return
             if self._flights:
                 for candidate, result in self.backend.poll(self.poll_interval_s if self._breeding else 1.0):
@@ -156,6 +164,8 @@ class SteadyEngine(Engine):
                 return
             island = self._next_island()
             slot = self._vary_one(island, self.islands[island], set(self._flights), operators)
+            if self.exhausted:          # before _resolve: its rejection must not close the epoch
+                self._drain_exhausted()
             if slot.future is not None:
                 self._breeding.append(slot)
             else:
@@ -235,6 +245,23 @@ class SteadyEngine(Engine):
                      len(self._flights) + len(self._breeding))
             return
         self._close_epoch()
+        if self._out_of_variants(self._flights):
+            self._drain_exhausted()
+
+    def _drain_exhausted(self) -> None:
+        """No unseen variant is left: breed no more, let the children in flight arrive."""
+        if not self._draining:
+            self._draining = True
+            log.info("epoch %d: no unseen knob variant left: waiting for %d in flight, breeding no more",
+                     self._epoch.number, len(self._flights) + len(self._breeding))
+
+    def _finish(self) -> None:
+        """The drain is over: record the current epoch and end (an epoch that evaluated nothing
+        because the knob space ran out at its start is not recorded)."""
+        if not self.exhausted or self._epoch.stats["evaluated"]:
+            self._close_epoch()
+        if self.exhausted:
+            self._announce_exhausted()
 
     def _close_epoch(self) -> None:
         epoch = self._epoch

@@ -10,6 +10,9 @@ generational one: ``--gens N`` then means N epochs of ``pop`` evaluated children
 resumed steady run continues from its latest snapshot without reproducing it bit for bit
 (results arrive in timing-dependent order); a generational run resumes reproducibly.
 
+Without an LLM the run ends early (exit code 0, one warning line, repeated in the summary) once
+no knob variant of any population member is left unevaluated; resuming such a run ends at once.
+
 Bad input gives one line and exit code 2; a run that cannot start (no GPU visible) one line
 and exit code 1; Ctrl-C leaves a resumable run and exits 130.
 """
@@ -60,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(config key evolution.mode; a resumed steady run continues but does not reproduce "
                         "bit-identically, as arrival order depends on timing)")
     p.add_argument("--in-flight", type=int, metavar="N",
-                   help="steady mode: children kept submitted at once (default 0 = 2 x GPUs + 2; "
+                   help="steady mode: children kept submitted at once (default 0 = 4 x GPUs + 4, at most pop; "
                         "evolution.in_flight)")
     p.add_argument("--islands", type=int, help="island sub-populations (default: 1, or 2 when pop >= 16)")
     p.add_argument("--shapes", metavar="NAME", help="a benchmark set of the task (default: the task's default)")
@@ -223,6 +226,8 @@ def summary_table(result: EvolutionResult, engine: Engine) -> str:
         lines.append(f"{rank:>4}  {ind.id:16}  {speed:>8}  {status:13}  {ind.operator:14}  {ind.generation:>3}  {knobs}")
     lines.append("")
     lines.append("verdicts: " + verdict_counts(engine.results.values()))
+    if result.stop_reason:
+        lines.append(f"ended early: {result.stop_reason}")
     return "\n".join(lines)
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .base import Offspring, Operator, Outcome, Rejected, VariationContext
-from .knobs import KnobCrossover, KnobMutation, random_knob_variant
+from .knobs import KNOB_EXPLORE, Exploration, KnobCrossover, KnobMutation, nearest_unseen_variant, random_knob_variant
 from .llm_crossover import LlmCrossover
 from .llm_mutate import LlmMutation
 from .llm_repair import LlmRepair
@@ -24,6 +24,6 @@ def register(operator: Operator) -> Operator:
     return operator
 
 
-__all__ = ["REGISTRY", "KnobCrossover", "KnobMutation", "LlmCrossover", "LlmMutation", "LlmRepair",
-           "Offspring", "Operator", "Outcome", "Rejected", "VariationContext", "get_operator",
-           "random_knob_variant", "register"]
+__all__ = ["KNOB_EXPLORE", "REGISTRY", "Exploration", "KnobCrossover", "KnobMutation", "LlmCrossover",
+           "LlmMutation", "LlmRepair", "Offspring", "Operator", "Outcome", "Rejected", "VariationContext",
+           "get_operator", "nearest_unseen_variant", "random_knob_variant", "register"]

@@ -1,10 +1,17 @@
-"""Knob mutation and knob crossover: new values within each knob's declared set, no LLM."""
+"""Knob mutation and knob crossover: new values within each knob's declared set, no LLM.
+
+``nearest_unseen_variant`` is the engine's fallback when those random draws yield no variant
+that is not already evaluated: the unseen assignment of a source's knob space nearest to its
+current values.  Children it finds are recorded with the operator name ``KNOB_EXPLORE``.
+"""
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, MutableMapping, Sequence
 
-from ..knobs import parse_knobs, set_knobs
+from ..knobs import ENUMERATION_LIMIT, KnobSpace, parse_knobs, set_knobs
+from ..types import source_id
 from .base import Offspring, Operator, Outcome, Rejected, VariationContext
 
 if TYPE_CHECKING:
@@ -17,6 +24,44 @@ def random_knob_variant(source: str, rng: random.Random) -> str | None:
     if not knobs:
         return None
     return set_knobs(source, {name: rng.choice(knob.choices) for name, knob in knobs.items()})
+
+
+#: Operator name of the children found by ``nearest_unseen_variant`` (not a configurable operator).
+KNOB_EXPLORE = "knob_explore"
+
+
+@dataclass(frozen=True)
+class Exploration:
+    """What ``nearest_unseen_variant`` found."""
+
+    source: str | None      # the nearest unseen variant, or None
+    examined: int           # variants whose id was checked
+    exhausted: bool         # none found, and every variant of the space (the source too) is seen
+
+
+def nearest_unseen_variant(source: str, seen: Callable[[str], bool], rng: random.Random,
+                           limit: int = ENUMERATION_LIMIT,
+                           ids: MutableMapping[tuple[str, ...], str] | None = None) -> Exploration:
+    """The first variant of ``source``'s knob space, nearest first (``KnobSpace.nearest``), whose
+    candidate id is not ``seen``; at most ``limit`` variants are examined.  ``ids`` memoises
+    candidate ids by assignment (``KnobSpace.assignment``) for later searches of the same space
+    (``KnobSpace.key``): rendering and hashing a source is most of the cost; it keeps at most
+    ``ENUMERATION_LIMIT`` entries."""
+    space = KnobSpace.of(source)
+    ids = {} if ids is None else ids
+    examined = 0
+    for values in space.nearest(rng, limit):
+        examined += 1
+        full = space.assignment(values)
+        candidate = ids.get(full)
+        if candidate is None:
+            candidate = source_id(space.render(values))
+            if len(ids) < ENUMERATION_LIMIT:
+                ids[full] = candidate
+        if not seen(candidate):
+            return Exploration(space.render(values), examined, exhausted=False)
+    complete = space.size - 1 <= limit
+    return Exploration(None, examined, exhausted=complete and seen(source_id(source)))
 
 
 class KnobMutation(Operator):

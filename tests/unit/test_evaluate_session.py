@@ -32,6 +32,7 @@ class FakeRunner:
 
     defect = ""   # "", nan-output, modify-input, modify-input-timed, skip-timed, skip-all-timed, ignores-rotation, escape
     started: list["FakeRunner"] = []
+    timed_by: list["FakeRunner"] = []                    # the runner of each time command, in order
 
     def __init__(self, workdir: Path, *args: Any, **kwargs: Any) -> None:
         self.workdir = workdir
@@ -39,6 +40,8 @@ class FakeRunner:
         self.closed = False
         self.cuda_started = bool(kwargs.get("start_cuda", True))
         self.readied = False
+        self.startup_ms = {"imports": 40.0, "cuda": 250.0}
+        self.started_after_timing_of = FakeRunner.timed_by[-1] if FakeRunner.timed_by else None
         FakeRunner.started.append(self)
 
     fail_start_of: int | None = None     # index in `started` of a runner whose start-up fails
@@ -58,8 +61,9 @@ class FakeRunner:
 
     def send(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         assert not self.closed and self.cuda_started
-        if msg["op"] == "time":          # the runner started ahead has finished starting before timing
+        if msg["op"] == "time":          # no other runner of ours is starting while this one is timed
             assert all(r.readied for r in FakeRunner.started if r is not self and not r.closed)
+            FakeRunner.timed_by.append(self)
         folder = self.workdir / msg["dir"]
         self._scalars = msg["scalars"]
         inputs = {a.name: np.load(folder / f"{a.name}.npy") for a in TASK.args if a.role in ("input", "inout")}
@@ -112,6 +116,7 @@ def evaluator(monkeypatch: pytest.MonkeyPatch) -> Evaluator:
     monkeypatch.setattr(evaluate, "RunnerProcess", FakeRunner)
     monkeypatch.setattr(FakeRunner, "defect", "")
     monkeypatch.setattr(FakeRunner, "started", [])
+    monkeypatch.setattr(FakeRunner, "timed_by", [])
     monkeypatch.setattr(FakeRunner, "fail_start_of", None)
     shape = TASK.parse_shape("N=2,C=4,H=9,W=7,K=5,R=3,S=3,pad=1,stride=1")
     ev = Evaluator(TASK, EvalConfig(shapes=(shape,), reference_device="cpu", min_trials=4, max_trials=4,
@@ -166,18 +171,25 @@ def test_timing_plan_gives_unseen_inputs_and_secret_checks(evaluator: Evaluator)
     assert np.array_equal(inputs["x"].reshape(-1), np.roll(base["x"].reshape(-1), -offset))
 
 
-def test_next_runner_is_started_ahead_and_closed(evaluator: Evaluator) -> None:
+def test_next_runners_are_started_ahead_and_closed(evaluator: Evaluator) -> None:
     first = _evaluate(evaluator)
     assert first.status is Status.OK
-    assert len(FakeRunner.started) == 2                  # the candidate's runner and the spare
-    assert FakeRunner.started[0].closed and not FakeRunner.started[1].closed
-    assert FakeRunner.started[1].readied                # its start-up was awaited before the timing
+    # the candidate's runner; the next one (none was ahead: started at once, awaited before the
+    # timing); the one after it, started once the first candidate's timed calls were done
+    assert len(FakeRunner.started) == 3
+    runner0, runner1, runner2 = FakeRunner.started
+    assert runner0.closed and not runner1.closed and not runner2.closed
+    assert runner1.readied and runner1.started_after_timing_of is None
+    assert runner2.started_after_timing_of is runner0
     _evaluate(evaluator)
-    assert len(FakeRunner.started) == 3 and FakeRunner.started[1].closed      # the spare was used
+    assert len(FakeRunner.started) == 4 and runner1.closed                 # the spare was used
+    assert FakeRunner.timed_by == [runner0, runner1]
+    assert FakeRunner.started[3].started_after_timing_of is runner1
     evaluator.close()
-    assert FakeRunner.started[2].closed
+    assert all(r.closed for r in FakeRunner.started)
     stages = dict(first.stage_seconds)
-    assert {"validate", "determinism", "timing", "timed_check", "timed_gpu"} <= set(stages)
+    assert {"validate", "determinism", "timing", "timed_check", "timed_gpu", "quiet_reap", "quiet_ahead"} <= set(stages)
+    assert stages["runner_start_cuda"] == pytest.approx(0.25)
     assert stages["timed_gpu"] == pytest.approx(4 * 2.5 / 1e3)
     assert first.overhead_seconds == pytest.approx(first.evaluate_seconds - stages["timed_gpu"])
 
@@ -187,4 +199,18 @@ def test_a_runner_started_ahead_that_fails_is_replaced(evaluator: Evaluator, mon
     monkeypatch.setattr(FakeRunner, "fail_start_of", 1)          # the spare's start-up fails
     result = _evaluate(evaluator)
     assert result.status is Status.OK, result.summary           # not blamed on this candidate
-    assert FakeRunner.started[1].closed and len(FakeRunner.started) == 4
+    # the failed spare was discarded and the next runner ahead (started before) took its place
+    assert FakeRunner.started[1].closed and FakeRunner.timed_by[-1] is FakeRunner.started[2]
+
+
+def test_a_runner_ahead_starts_after_an_evaluation_without_timing(evaluator: Evaluator,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(FakeRunner, "defect", "nan-output")
+    assert _evaluate(evaluator).status is Status.WRONG
+    assert FakeRunner.timed_by == []
+    ahead = [r for r in FakeRunner.started if not r.closed]
+    assert len(ahead) == 2                      # the next candidate's and the one after it
+    monkeypatch.setattr(FakeRunner, "defect", "")
+    assert _evaluate(evaluator).status is Status.OK
+    assert FakeRunner.timed_by == [ahead[0]]
+    assert len([r for r in FakeRunner.started if not r.closed]) == 2

@@ -232,9 +232,11 @@ def test_duplicates_are_never_submitted(tmp_path, make_config, conv2d) -> None:
     evaluated = [r["candidate"]["id"] for r in store.records() if r["kind"] == "evaluated"]
     assert len(evaluated) == len(set(evaluated)) == len(backend.submitted)
     rejected = [r for r in store.records() if r["kind"] == "rejected"]
-    assert len(rejected) == engine.counters["rejected"] > 0      # knob variants run out: recorded, not submitted
-    assert all(r["operator"] in ("knob_mutate", "knob_crossover") and r["reason"] for r in rejected)
+    assert len(rejected) == engine.counters["rejected"]          # recorded, never submitted
+    assert all(r["operator"] in ("knob_mutate", "knob_crossover", "knob_explore") and r["reason"] for r in rejected)
     assert all(r["generation"] in range(9) for r in rejected)
+    explored = [r for r in store.records() if r["kind"] == "evaluated" and r["candidate"]["operator"] == "knob_explore"]
+    assert explored          # random draws that found only seen variants: the nearest unseen one instead
 
 
 class StubLlm:

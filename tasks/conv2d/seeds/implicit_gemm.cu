@@ -7,11 +7,13 @@
 #define BLOCK_K 16   // knob: 8 16 32
 #define THREAD_M 4   // knob: 2 4 8
 #define THREAD_N 4   // knob: 2 4 8
+#define MIN_BLOCKS 0 // knob: 0 1 2 4
 
 #define THREADS ((BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N))
 static_assert(THREADS >= 32 && THREADS <= 1024, "knob combination gives an invalid block size");
 
-__global__ void __launch_bounds__(THREADS)
+// MIN_BLOCKS: resident blocks per SM that nvcc must allow for (caps registers per thread).
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 conv2d_igemm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
              int N, int C, int H, int W, int K, int R, int S, int pad, int stride, int P, int Q) {
     __shared__ float As[BLOCK_K][BLOCK_M + 1];
