@@ -105,19 +105,20 @@ class Runtime:
         self.check("cudaGetDeviceProperties", self.lib.cudaGetDeviceProperties(buf, device))
         return buf.value.decode(errors="replace")
 
-    def malloc(self, nbytes: int) -> int:
+    def _allocate(self, call: str, nbytes: int) -> int:
         ptr = ctypes.c_void_p()
-        self.check("cudaMalloc", self.lib.cudaMalloc(ctypes.byref(ptr), max(int(nbytes), 1)))
+        self.check(call, getattr(self.lib, call)(ctypes.byref(ptr), max(int(nbytes), 1)))
         return int(ptr.value or 0)
+
+    def malloc(self, nbytes: int) -> int:
+        return self._allocate("cudaMalloc", nbytes)
 
     def free(self, ptr: int) -> None:
         self.check("cudaFree", self.lib.cudaFree(ctypes.c_void_p(ptr)))
 
     def malloc_host(self, nbytes: int) -> int:
         """Page-locked host memory (fast, asynchronous device-to-host copies)."""
-        ptr = ctypes.c_void_p()
-        self.check("cudaMallocHost", self.lib.cudaMallocHost(ctypes.byref(ptr), max(int(nbytes), 1)))
-        return int(ptr.value or 0)
+        return self._allocate("cudaMallocHost", nbytes)
 
     def free_host(self, ptr: int) -> None:
         self.check("cudaFreeHost", self.lib.cudaFreeHost(ctypes.c_void_p(ptr)))

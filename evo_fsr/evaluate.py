@@ -22,8 +22,8 @@ The runner of the next candidate is started ahead: as soon as a candidate's time
 done (or its evaluation ended without timing), the next runner starts (Python, sandbox, CUDA
 context), overlapping this candidate's output checks and the next candidate's validation.
 Before a candidate is timed, the start-up of every runner ahead and the exit of the previous
-runners are awaited (``quiet_for_timing``): nothing of ours starts or stops while a candidate
-is timed.  (Measured on an H100: a sandboxed runner starting up while another candidate was
+runners are awaited (``reap_dying``, ``await_ahead``): nothing of ours starts or stops while
+a candidate is timed.  (Measured on an H100: a sandboxed runner starting up while another candidate was
 timed added about 1.6 ms of host time to each timed call, falsely flagging escaped-stream work.)
 """
 from __future__ import annotations
@@ -163,7 +163,7 @@ class Evaluator:
                 (work / "candidate.so").write_bytes(compiled.binary)
                 (work / "baseline.so").write_bytes(baseline.binary)
                 if self.config.prespawn:
-                    self._start_ahead()      # if none was started after the previous timing
+                    self._keep_ahead(1)      # if none was started after the previous timing
             status, summary, mismatch, timings = session.run(runner)
             for phase, ms in runner.startup_ms.items():     # this runner's own start-up (mostly ahead)
                 session.stage_seconds[f"runner_start_{phase}"] = ms / 1e3
@@ -215,23 +215,19 @@ class Evaluator:
         while self._dying:
             self._dying.pop().reap()
 
-    def _start_ahead(self) -> None:
-        """A runner for the next candidate, now, if none was started after the previous timing
-        (the first candidate, or the runner ahead failed): its start-up overlaps this candidate's
-        validation."""
-        if not self._ahead:
-            self._spawn_ahead()
-
     def timed_calls_done(self) -> None:
         """This candidate's timed calls are over (or it was not timed): start the runner of the
         candidate after the next one now, while this candidate's outputs are checked and the
-        next one is validated; ``quiet_for_timing`` awaits its start-up."""
-        if self.config.prespawn and len(self._ahead) < 2:
-            self._spawn_ahead()
+        next one is validated; ``await_ahead`` awaits its start-up before the next timing."""
+        if self.config.prespawn:
+            self._keep_ahead(2)
 
-    def _spawn_ahead(self) -> None:
+    def _keep_ahead(self, count: int) -> None:
+        """Start runners until ``count`` are ahead (at prepare, 1: the first candidate, or the
+        runner ahead failed; its start-up then overlaps this candidate's validation)."""
         try:
-            self._ahead.append(self._new_runner())
+            while len(self._ahead) < count:
+                self._ahead.append(self._new_runner())
         except OSError as exc:
             log.warning("could not start a runner ahead (the next one starts on demand): %s", exc)
 
@@ -239,13 +235,6 @@ class Evaluator:
         self._dying.append(runner)
         while len(self._dying) > 4:       # many failures in a row, no timing stage: reap now
             self._dying.pop(0).reap()
-
-    def quiet_for_timing(self) -> None:
-        """Before timing: the previous candidates' runners are gone (their CUDA contexts torn
-        down) and every runner ahead has finished starting, so nothing of ours but the
-        candidate's runner starts, stops or drives the GPU while it is timed."""
-        self.reap_dying()
-        self.await_ahead()
 
     def await_ahead(self) -> None:
         """Wait for the start-up of every runner ahead; one that failed is discarded."""

@@ -39,14 +39,13 @@ class RunnerProcess:
     """One runner process in ``workdir``; use as a context manager (always killed on exit)."""
 
     def __init__(self, workdir: Path, policy: SandboxPolicy | None = None, init_timeout_s: float = 60.0,
-                 wait: bool = True, start_cuda: bool = True) -> None:
-        """Start the runner.  Its Python start-up goes on in the background; its CUDA start-up
-        begins with ``start_cuda`` (or a later ``start_cuda()``); ``wait`` awaits both, else the
-        first ``send`` (or ``ready``) does."""
+                 wait: bool = True) -> None:
+        """Start the runner (Python, sandbox, then its CUDA context on the first command,
+        ``init``, sent at once).  ``wait`` awaits the start-up, else the first ``send`` (or
+        ``ready``) does."""
         self.workdir = workdir
         self._init_timeout_s = init_timeout_s
         self._ready = False
-        self._cuda_started = False
         policy = policy or SandboxPolicy.for_candidate()
         # --- sandbox hook: private copy of the runner + its confinement policy -------------
         private = workdir / ".runner"
@@ -73,24 +72,16 @@ class RunnerProcess:
         self._buffer = b""
         self.started = time.perf_counter()
         self.startup_ms: dict[str, float] = {}    # the runner's own start-up phases (init reply)
-        if start_cuda or wait:
-            self.start_cuda()
+        try:
+            os.write(self._cmd_w, b'{"op": "init"}\n')
+        except BrokenPipeError:
+            pass                        # it died: ready() reports how
         if wait:
             self.ready()
-
-    def start_cuda(self) -> None:
-        """Tell the runner to create its CUDA context (once; does not wait)."""
-        if not self._cuda_started:
-            self._cuda_started = True
-            try:
-                os.write(self._cmd_w, b'{"op": "init"}\n')
-            except BrokenPipeError:
-                pass                    # it died: ready() reports how
 
     def ready(self) -> None:
         """Await the runner's start-up reply (once); raises RunnerDied / RunnerTimeout."""
         if not self._ready:
-            self.start_cuda()
             self.await_reply(self._init_timeout_s)
             self._ready = True
 

@@ -332,8 +332,7 @@ def main(argv: list[str]) -> int:
         replies.write(json.dumps(data) + "\n")
         replies.flush()
 
-    # Python and the sandbox are up; CUDA starts when the evaluator says so (a runner started
-    # ahead of its candidate must not create its context while another candidate is timed)
+    # Python and the sandbox are up; CUDA starts with the first command, init
     python_ms = (time.perf_counter() - _STARTED) * 1e3
     first = commands.readline()
     if not first:

@@ -38,7 +38,6 @@ class FakeRunner:
         self.workdir = workdir
         self.proc = _FakeProc()
         self.closed = False
-        self.cuda_started = bool(kwargs.get("start_cuda", True))
         self.readied = False
         self.startup_ms = {"imports": 40.0, "cuda": 250.0}
         self.started_after_timing_of = FakeRunner.timed_by[-1] if FakeRunner.timed_by else None
@@ -48,19 +47,16 @@ class FakeRunner:
 
     def ready(self) -> None:
         assert (self.workdir / "job.json").is_file()
-        self.cuda_started = self.readied = True
+        self.readied = True
         if FakeRunner.fail_start_of is not None and FakeRunner.started.index(self) == FakeRunner.fail_start_of:
             raise evaluate.RunnerDied("runner could not start: out of memory", 3)
-
-    def start_cuda(self) -> None:
-        self.cuda_started = True
 
     def _compute(self, inputs: dict[str, np.ndarray], shapes: dict[str, list[int]]) -> dict[str, np.ndarray]:
         ref = TASK.reference(inputs, self._scalars)
         return {k: np.asarray(v, dtype=np.float32).reshape(shapes[k]) for k, v in ref.items()}
 
     def send(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        assert not self.closed and self.cuda_started
+        assert not self.closed
         if msg["op"] == "time":          # no other runner of ours is starting while this one is timed
             assert all(r.readied for r in FakeRunner.started if r is not self and not r.closed)
             FakeRunner.timed_by.append(self)
