@@ -21,9 +21,10 @@ Stages:
 The runner of the next candidate is started ahead: as soon as a candidate's timed calls are
 done (or its evaluation ended without timing), the next runner starts (Python, sandbox, CUDA
 context), overlapping this candidate's output checks and the next candidate's validation.
-Before a candidate is timed, the start-up of every runner ahead and the exit of the previous
-runners are awaited (``reap_dying``, ``await_ahead``): nothing of ours starts or stops while
-a candidate is timed.  (Measured on an H100: a sandboxed runner starting up while another candidate was
+A finished runner is killed without waiting; before the next candidate runs anything, its exit
+is awaited (``reap_dying``), so the GPU memory it held is free.  Before a candidate is timed,
+the start-up of every runner ahead and the exit of any runner killed since are awaited
+(``reap_dying``, ``await_ahead``): nothing of ours starts or stops while a candidate is timed.  (Measured on an H100: a sandboxed runner starting up while another candidate was
 timed added about 1.6 ms of host time to each timed call, falsely flagging escaped-stream work.)
 """
 from __future__ import annotations
@@ -58,6 +59,7 @@ log = logging.getLogger(__name__)
 NP_DTYPES = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "bfloat16": "<u2", "int8": "i1",
              "uint8": "u1", "int32": "<i4", "uint32": "<u4", "int64": "<i8"}
 BENCHMARK_SEED = 20250101
+LIVE_LOG_WAIT_S = 0.02      # for the output of a runner killed after its last reply
 
 
 @dataclass(frozen=True)
@@ -155,9 +157,12 @@ class Evaluator:
             return compile_failure_result(candidate, compiled)
         gpu, baseline = self.gpu_info, self.baseline
         start = time.perf_counter()
+        self.reap_dying()       # the previous candidate's runner is gone, with its GPU memory
+        reaped = time.perf_counter()
         work, runner = self._take_runner()
         session = _Session(self, candidate, work)
-        session.stage_seconds["startup"] = time.perf_counter() - start
+        session.stage_seconds["reap"] = reaped - start
+        session.stage_seconds["startup"] = time.perf_counter() - reaped
         try:
             with session._stage("prepare"):
                 (work / "candidate.so").write_bytes(compiled.binary)
@@ -384,6 +389,7 @@ class _Session:
     def run(self, runner: RunnerProcess) -> tuple[Status, str, Mismatch | None, list[ShapeTiming]]:
         seed = self.cfg.validation_seed if self.cfg.validation_seed is not None else secrets.randbelow(2**31)
         self.counters["validation_seed"] = seed
+        died = False
         try:
             with self._stage("startup"):
                 runner.ready()
@@ -394,13 +400,18 @@ class _Session:
                 return Status.OK, f"correct on {len(self.task.validation)} validation shapes (not timed)", None, []
             return verdict
         except RunnerTimeout as exc:
+            died = True
             return Status.TIMEOUT, f"timeout: {exc} ({self._where})", None, []
         except RunnerDied as exc:
+            died = True
             return Status.CRASH, f"crash: {exc} ({self._where})", None, []
         finally:
             with self._stage("close"):
                 runner.close(wait=False)           # its exit is awaited before the next timing
-                self.logs.append(("run", runner.log_text()))
+                # a runner that answered everything has written all it will (its output is in the
+                # pipe): no need to wait for the end of the output, which comes only once the
+                # killed process has torn down its CUDA context
+                self.logs.append(("run", runner.log_text(join_timeout_s=1.0 if died else LIVE_LOG_WAIT_S)))
                 self.ev.reap_later(runner)
 
     # -- stages ---------------------------------------------------------------------------
@@ -414,6 +425,12 @@ class _Session:
             np.save(folder / f"{name}.npy", array)
         return folder
 
+    def _add_runner_phases(self, prefix: str, reply: dict[str, Any]) -> None:
+        """The runner's own phase times (``phase_ms``) as ``runner_[<prefix>_]<phase>`` stages."""
+        for phase, ms in (reply.get("phase_ms") or {}).items():
+            key = f"runner_{prefix + '_' if prefix else ''}{phase}"
+            self.stage_seconds[key] = self.stage_seconds.get(key, 0.0) + float(ms) / 1e3
+
     def _spec(self, shape: Shape) -> dict[str, Any]:
         """Buffer shapes and scalar values of ``launch`` for one shape (part of a command)."""
         return {"shapes": {a.name: list(a.dims_of(shape.env)) for a in self.task.args if a.is_buffer},
@@ -425,6 +442,7 @@ class _Session:
         """One launch on fresh buffers from ``folder``: the raw outputs (and the inputs as they came
         back, as ``after:<name>``), or an error."""
         reply = runner.send({"op": "run", "lib": lib, "dir": folder.name, **self._spec(shape)}, timeout_s)
+        self._add_runner_phases("run", reply)
         if "error" in reply:
             return f"{reply.get('cuda_error') or 'error'}: {reply['error']}"
         if reply["rc"] != 0 or reply["last_error"] != 0:
@@ -464,13 +482,15 @@ class _Session:
             for s_index, shape in enumerate(self.task.validation):
                 for trial in range(self.cfg.validation_seeds):
                     self._where = f"validation shape {shape.label}"
-                    inputs = self.ev.make_case(shape, seed + 7919 * s_index + 104729 * trial)
+                    with self._stage("validate_inputs"):
+                        inputs = self.ev.make_case(shape, seed + 7919 * s_index + 104729 * trial)
                     raw = self._launch_fresh(runner, shape, inputs, self.cfg.validation_timeout_s)
                     self.counters["validation_launches"] = self.counters.get("validation_launches", 0) + 1
                     if isinstance(raw, str):
                         return Status.CRASH, f"crash: {raw} ({self._where})", None, []
-                    expected = self.ev.reference_for(inputs, shape)
-                    mismatch = self._check(raw, inputs, expected, shape)
+                    with self._stage("validate_check"):
+                        expected = self.ev.reference_for(inputs, shape)
+                        mismatch = self._check(raw, inputs, expected, shape)
                     if mismatch:
                         return Status.WRONG, f"wrong result: {mismatch.describe()}", mismatch, []
                     if trial == 0:
@@ -512,9 +532,7 @@ class _Session:
             if "error" in reply:
                 shutil.rmtree(folder, ignore_errors=True)
                 return Status.CRASH, f"crash while timing: {reply['error']} ({self._where})", None, timings
-            for phase, ms in (reply.get("phase_ms") or {}).items():
-                key = f"runner_{phase}"
-                self.stage_seconds[key] = self.stage_seconds.get(key, 0.0) + float(ms) / 1e3
+            self._add_runner_phases("", reply)
             self.stage_seconds["timed_gpu"] = self.stage_seconds.get("timed_gpu", 0.0) + sum(
                 sum(v) for v in reply["event_ms"].values()) / 1e3
             with self._stage("timed_check"):

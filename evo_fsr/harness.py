@@ -151,8 +151,9 @@ class RunnerProcess:
             what = f"exited with status {code}"
         return RunnerDied(f"candidate process {what}", code)
 
-    def log_text(self) -> str:
-        return self.output.text(join_timeout_s=1.0)
+    def log_text(self, join_timeout_s: float = 1.0) -> str:
+        """The runner's stdout and stderr, waiting up to ``join_timeout_s`` for their end."""
+        return self.output.text(join_timeout_s=join_timeout_s)
 
     def close(self, wait: bool = True) -> None:
         """Kill the runner's process group at once: it holds nothing worth a graceful exit.  With

@@ -36,6 +36,14 @@ def write_header(f: IO[bytes], np_dtype: str, shape: Sequence[int]) -> None:
 
 def read(path: Path, np_dtype: str, nbytes: int) -> bytearray:
     """The data of a .npy file, checked against the dtype and byte count the caller expects."""
+    data = bytearray(nbytes)
+    read_into(path, np_dtype, memoryview(data))
+    return data
+
+
+def read_into(path: Path, np_dtype: str, data: memoryview) -> None:
+    """The data of a .npy file into ``data`` (exactly its size), checked against the dtype."""
+    nbytes = data.nbytes
     with open(path, "rb") as f:
         head = f.read(len(MAGIC) + 2)
         if len(head) < len(MAGIC) + 2 or head[:len(MAGIC)] != MAGIC:
@@ -46,8 +54,6 @@ def read(path: Path, np_dtype: str, nbytes: int) -> bytearray:
         header = ast.literal_eval(f.read(length).decode("latin1"))
         if not isinstance(header, dict) or header.get("fortran_order") or header.get("descr") != descr(np_dtype):
             raise ValueError(f"{path.name}: header {header!r}, expected a C-ordered {descr(np_dtype)} array")
-        data = bytearray(nbytes)
-        got = f.readinto(data)
+        got = f.readinto(data) if nbytes else 0
         if got != nbytes or f.read(1):
             raise ValueError(f"{path.name}: file has a different byte count than the expected {nbytes}")
-        return data

@@ -130,6 +130,8 @@ class EvalResult:
     evaluate_seconds: float = 0.0                   # wall time after compile (spawn..verdict)
     counters: tuple[tuple[str, int], ...] = ()      # e.g. ("validation_launches", 24)
     stage_seconds: tuple[tuple[str, float], ...] = ()  # wall seconds per stage, e.g. ("validate", 0.21)
+    worker: str = ""                                # which evaluator: "<host>:gpu<index>:<pid>"
+    started_unix_s: float = 0.0                     # when that evaluator began this candidate
 
     @property
     def geomean_speedup(self) -> float | None:
@@ -202,6 +204,8 @@ class EvalResult:
             evaluate_seconds=float(data.get("evaluate_seconds", 0.0)),
             counters=tuple((str(a), int(b)) for a, b in data.get("counters", ())),
             stage_seconds=tuple((str(a), float(b)) for a, b in data.get("stage_seconds", ())),
+            worker=str(data.get("worker", "")),
+            started_unix_s=float(data.get("started_unix_s", 0.0)),
         )
 
     @property

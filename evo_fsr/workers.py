@@ -16,8 +16,10 @@ pool with a synthetic evaluator on a local cluster with declared GPU resources.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import os
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -90,12 +92,16 @@ class EvaluatorActor:
 
     def __init__(self, factory: Callable[[], EvaluatorLike]) -> None:
         self.evaluator = factory()
+        gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "?").split(",")[0]
+        self.name = f"{socket.gethostname()}:gpu{gpu}:{os.getpid()}"
 
     def info(self) -> tuple[str, GpuInfo, int]:
         return self.evaluator.arch, self.evaluator.gpu_info, os.getpid()
 
     def evaluate(self, candidate: Candidate, compiled: CompileResult | None) -> EvalResult:
-        return self.evaluator.evaluate(candidate, compiled)
+        started = time.time()
+        result = self.evaluator.evaluate(candidate, compiled)
+        return dataclasses.replace(result, worker=self.name, started_unix_s=started)
 
 
 def _compile_task(compile_fn: CompileFn, failure_fn: FailureFn, candidate: Candidate,

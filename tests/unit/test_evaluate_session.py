@@ -38,6 +38,7 @@ class FakeRunner:
         self.workdir = workdir
         self.proc = _FakeProc()
         self.closed = False
+        self.reaped = False
         self.readied = False
         self.startup_ms = {"imports": 40.0, "cuda": 250.0}
         self.started_after_timing_of = FakeRunner.timed_by[-1] if FakeRunner.timed_by else None
@@ -57,6 +58,8 @@ class FakeRunner:
 
     def send(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         assert not self.closed
+        # a candidate's code runs only once the runners killed before it are gone (GPU memory freed)
+        assert all(r.reaped for r in FakeRunner.started if r.closed), "a killed runner was not reaped"
         if msg["op"] == "time":          # no other runner of ours is starting while this one is timed
             assert all(r.readied for r in FakeRunner.started if r is not self and not r.closed)
             FakeRunner.timed_by.append(self)
@@ -98,12 +101,14 @@ class FakeRunner:
 
     def close(self, wait: bool = True) -> None:
         self.closed = True
+        self.reaped = self.reaped or wait
 
     def reap(self) -> None:
         assert self.closed
+        self.reaped = True
 
 
-    def log_text(self) -> str:
+    def log_text(self, join_timeout_s: float = 1.0) -> str:
         return ""
 
 
@@ -184,7 +189,8 @@ def test_next_runners_are_started_ahead_and_closed(evaluator: Evaluator) -> None
     evaluator.close()
     assert all(r.closed for r in FakeRunner.started)
     stages = dict(first.stage_seconds)
-    assert {"validate", "determinism", "timing", "timed_check", "timed_gpu", "quiet_reap", "quiet_ahead"} <= set(stages)
+    assert {"reap", "validate", "determinism", "timing", "timed_check", "timed_gpu", "quiet_reap",
+            "quiet_ahead"} <= set(stages)
     assert stages["runner_start_cuda"] == pytest.approx(0.25)
     assert stages["timed_gpu"] == pytest.approx(4 * 2.5 / 1e3)
     assert first.overhead_seconds == pytest.approx(first.evaluate_seconds - stages["timed_gpu"])

@@ -116,6 +116,6 @@ def test_fitness_orders_compile_failure_below_incorrect_below_correct() -> None:
 def test_eval_result_round_trips_through_dict() -> None:
     r = EvalResult(candidate_id="abc", task="conv2d", status=Status.WRONG, summary="wrong",
                    mismatch=Mismatch("s", "y", (1, 2), 1.0, 2.0, "r"), logs=(("compile", "ok"),),
-                   counters=(("validation_launches", 3),))
+                   counters=(("validation_launches", 3),), worker="host:gpu1:42", started_unix_s=1.7e9)
     assert EvalResult.from_dict(r.to_dict()) == r
     assert r.rejection == "wrong:tolerance"

@@ -53,6 +53,7 @@ def test_one_actor_per_gpu_evaluates_everything(cluster) -> None:
         assert len(got) == 6
         for candidate, result in got.values():
             assert result.status is Status.OK and result.fitness[1] == pytest.approx(synthetic_speedup(candidate.source))
+            assert result.worker.split(":")[1].startswith("gpu") and result.started_unix_s > 0
     finally:
         pool.close()
 
