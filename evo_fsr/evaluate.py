@@ -18,14 +18,9 @@ Stages:
     and the candidate's outputs of two secretly chosen timed calls are checked against the
     reference (a kernel must not special-case the timed shape, cache its outputs or skip work).
 
-The runner of the next candidate is started ahead: as soon as a candidate's timed calls are
-done (or its evaluation ended without timing), the next runner starts (Python, sandbox, CUDA
-context), overlapping this candidate's output checks and the next candidate's validation.
-A finished runner is killed without waiting; before the next candidate runs anything, its exit
-is awaited (``reap_dying``), so the GPU memory it held is free.  Before a candidate is timed,
-the start-up of every runner ahead and the exit of any runner killed since are awaited
-(``reap_dying``, ``await_ahead``): nothing of ours starts or stops while a candidate is timed.  (Measured on an H100: a sandboxed runner starting up while another candidate was
-timed added about 1.6 ms of host time to each timed call, falsely flagging escaped-stream work.)
+The runners come from ``runner_supply.RunnerSupply``: the next candidate's runner is started
+ahead, the previous one is reaped before the next candidate runs, and nothing of ours starts or
+stops while a candidate is timed.
 """
 from __future__ import annotations
 
@@ -33,13 +28,11 @@ import contextlib
 import functools
 import json
 import logging
-import os
 import random
 import secrets
 import shutil
 import tempfile
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -50,6 +43,7 @@ from . import compile as nvcc
 from . import profile
 from .gpu import gpu_info_from_probe
 from .harness import RunnerDied, RunnerProcess, RunnerTimeout
+from .runner_supply import RunnerSupply, scratch_root
 from .tasks import Shape, Task, get_task
 from .types import Candidate, EvalResult, GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
 from .validate import check_outputs, compare_inputs_unchanged
@@ -92,11 +86,6 @@ def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult) -
                       logs=(("compile", compiled.log),), compile_seconds=compiled.seconds)
 
 
-def _scratch_root() -> str | None:
-    shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
-
-
 class Evaluator:
     """Evaluates candidates of one task on the GPU this process sees (device 0)."""
 
@@ -111,16 +100,13 @@ class Evaluator:
         self._plans: dict[str, TimingPlan] = {}
         # secret per evaluator: which rotations the timed calls see and which of them are checked
         self._plan_rng = random.Random(secrets.randbits(64))
-        # runners started ahead, the next candidate's first (at most two: the next candidate's,
-        # and the one started once the current candidate's timed calls are done)
-        self._ahead: deque[tuple[Path, RunnerProcess]] = deque()
-        self._dying: list[RunnerProcess] = []     # killed runners whose exit is not yet awaited
+        self.runners = RunnerSupply(self._job_json(), prespawn=self.config.prespawn)
 
     # -- lazily probed ------------------------------------------------------------------
     @property
     def gpu_info(self) -> GpuInfo:
         if self._gpu is None:
-            work = Path(tempfile.mkdtemp(prefix="evo-fsr-probe-", dir=_scratch_root()))
+            work = Path(tempfile.mkdtemp(prefix="evo-fsr-probe-", dir=scratch_root()))
             try:
                 (work / "job.json").write_text('{"args": [], "libs": {}}')
                 with RunnerProcess(work) as runner:
@@ -157,9 +143,9 @@ class Evaluator:
             return compile_failure_result(candidate, compiled)
         gpu, baseline = self.gpu_info, self.baseline
         start = time.perf_counter()
-        self.reap_dying()       # the previous candidate's runner is gone, with its GPU memory
+        self.runners.reap_dying()       # the previous candidate's runner is gone, with its GPU memory
         reaped = time.perf_counter()
-        work, runner = self._take_runner()
+        work, runner = self.runners.take()
         session = _Session(self, candidate, work)
         session.stage_seconds["reap"] = reaped - start
         session.stage_seconds["startup"] = time.perf_counter() - reaped
@@ -167,13 +153,12 @@ class Evaluator:
             with session._stage("prepare"):
                 (work / "candidate.so").write_bytes(compiled.binary)
                 (work / "baseline.so").write_bytes(baseline.binary)
-                if self.config.prespawn:
-                    self._keep_ahead(1)      # if none was started after the previous timing
+                self.runners.keep_ahead(1)      # if none was started after the previous timing
             status, summary, mismatch, timings = session.run(runner)
             for phase, ms in runner.startup_ms.items():     # this runner's own start-up (mostly ahead)
                 session.stage_seconds[f"runner_start_{phase}"] = ms / 1e3
         finally:
-            self.timed_calls_done()
+            self.runners.timed_calls_done()
             with session._stage("cleanup"):
                 shutil.rmtree(work, ignore_errors=True)
         logs = [("compile", compiled.log)] if compiled.log else []
@@ -185,77 +170,9 @@ class Evaluator:
             counters=tuple(session.counters.items()),
             stage_seconds=tuple((k, round(v, 4)) for k, v in session.stage_seconds.items()))
 
-    # -- runner processes: one fresh process per candidate, the next one started ahead ----
-    def _new_runner(self) -> tuple[Path, RunnerProcess]:
-        work = Path(tempfile.mkdtemp(prefix="evo-fsr-cand-", dir=_scratch_root()))
-        (work / "job.json").write_text(self._job_json())
-        try:
-            return work, RunnerProcess(work, wait=False)
-        except BaseException:
-            shutil.rmtree(work, ignore_errors=True)
-            raise
-
-    def _take_runner(self) -> tuple[Path, RunnerProcess]:
-        """The runner started ahead once it is up, else a new one.  One that failed to start (say,
-        the GPU memory was still held by the previous candidate) is replaced by a fresh runner,
-        whose errors are then this candidate's to report."""
-        while self._ahead:
-            spare = self._ahead.popleft()
-            if self._up_or_discarded(spare):
-                return spare
-        self.reap_dying()
-        return self._new_runner()
-
-    def _up_or_discarded(self, spare: tuple[Path, RunnerProcess]) -> bool:
-        """Wait for a runner started ahead; True when it is up, else it is discarded."""
-        try:
-            spare[1].ready()
-            return True
-        except (RunnerDied, RunnerTimeout) as exc:
-            log.warning("a runner started ahead failed to start (%s); the next candidate starts its own", exc)
-            self._discard(spare)
-            return False
-
-    def reap_dying(self) -> None:
-        while self._dying:
-            self._dying.pop().reap()
-
-    def timed_calls_done(self) -> None:
-        """This candidate's timed calls are over (or it was not timed): start the runner of the
-        candidate after the next one now, while this candidate's outputs are checked and the
-        next one is validated; ``await_ahead`` awaits its start-up before the next timing."""
-        if self.config.prespawn:
-            self._keep_ahead(2)
-
-    def _keep_ahead(self, count: int) -> None:
-        """Start runners until ``count`` are ahead (at prepare, 1: the first candidate, or the
-        runner ahead failed; its start-up then overlaps this candidate's validation)."""
-        try:
-            while len(self._ahead) < count:
-                self._ahead.append(self._new_runner())
-        except OSError as exc:
-            log.warning("could not start a runner ahead (the next one starts on demand): %s", exc)
-
-    def reap_later(self, runner: RunnerProcess) -> None:
-        self._dying.append(runner)
-        while len(self._dying) > 4:       # many failures in a row, no timing stage: reap now
-            self._dying.pop(0).reap()
-
-    def await_ahead(self) -> None:
-        """Wait for the start-up of every runner ahead; one that failed is discarded."""
-        for spare in list(self._ahead):
-            if not self._up_or_discarded(spare):
-                self._ahead.remove(spare)
-
-    def _discard(self, spare: tuple[Path, RunnerProcess]) -> None:
-        spare[1].close()
-        shutil.rmtree(spare[0], ignore_errors=True)
-
     def close(self) -> None:
         """Stop the runners started ahead (also done at interpreter exit)."""
-        self.reap_dying()
-        while self._ahead:
-            self._discard(self._ahead.popleft())
+        self.runners.close()
 
     def __del__(self) -> None:
         try:
@@ -412,7 +329,7 @@ class _Session:
                 # pipe): no need to wait for the end of the output, which comes only once the
                 # killed process has torn down its CUDA context
                 self.logs.append(("run", runner.log_text(join_timeout_s=1.0 if died else LIVE_LOG_WAIT_S)))
-                self.ev.reap_later(runner)
+                self.ev.runners.reap_later(runner)
 
     # -- stages ---------------------------------------------------------------------------
     def _case(self, inputs: dict[str, np.ndarray], folder: Path | None = None) -> Path:
@@ -510,9 +427,9 @@ class _Session:
         gpu = self.ev.gpu_info
         # nothing of ours starts, stops or drives the GPU while the candidate is timed
         with self._stage("quiet_reap"):
-            self.ev.reap_dying()            # the previous runners' exits
+            self.ev.runners.reap_dying()    # runners killed since this candidate began
         with self._stage("quiet_ahead"):
-            self.ev.await_ahead()           # the start-up of the runners ahead
+            self.ev.runners.await_ahead()   # the start-up of the runners ahead
         timings: list[ShapeTiming] = []
         for index, shape in enumerate(self.ev.bench_shapes):
             self._where = f"benchmark shape {shape.label}"
@@ -528,7 +445,7 @@ class _Session:
                     "inputs_after_trial": plan.inputs_after_trial,
                 }, self.cfg.benchmark_timeout_s + 10 * self.cfg.time_budget_s)
             if index == len(self.ev.bench_shapes) - 1:
-                self.ev.timed_calls_done()  # a runner ahead starts while the outputs are checked
+                self.ev.runners.timed_calls_done()  # a runner ahead starts while the outputs are checked
             if "error" in reply:
                 shutil.rmtree(folder, ignore_errors=True)
                 return Status.CRASH, f"crash while timing: {reply['error']} ({self._where})", None, timings

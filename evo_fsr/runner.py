@@ -249,7 +249,7 @@ class Runner:
         checks = {int(t) for t in msg.get("check_trials", ())}
         after_trial = int(msg.get("inputs_after_trial", -1))
         plan = self.call_plan(buffers)
-        snaps: dict[int, dict[str, int]] = {}
+        snaps: dict[int, dict[str, tuple[int, int]]] = {}
         phase_ms["upload"] = (time.perf_counter() - t_start) * 1e3
         t_warm = time.perf_counter()
         for _ in range(int(msg.get("warmup", 3))):
@@ -292,13 +292,13 @@ class Runner:
         phase_ms["trials"] = (time.perf_counter() - t_loop) * 1e3
         t_save = time.perf_counter()
         reply: dict[str, Any] = {"event_ms": event_ms, "host_ms": host_ms, "trials": trial,
-                                 "snapshots": self.save_snapshots(msg, buffers, snaps)}
+                                 "snapshots": self.save_snapshots(msg, snaps)}
         self.free(buffers)
         for ptr, nbytes, _, base in plan.inputs:
             self.release(base, nbytes)
         for snap in snaps.values():
-            for key, block in snap.items():
-                self.release(block, buffers[key.split(":", 1)[1]][1])
+            for block, nbytes in snap.values():
+                self.release(block, nbytes)
         phase_ms["save"] = (time.perf_counter() - t_save) * 1e3
         reply["phase_ms"] = phase_ms
         return reply
@@ -334,9 +334,9 @@ class Runner:
         for ptr, nbytes in plan.poisoned:
             self.rt.memset_async(ptr, POISON_BYTE, nbytes, self.stream)
 
-    def snapshot(self, buffers: dict[str, Any], inputs: bool) -> dict[str, int]:
+    def snapshot(self, buffers: dict[str, Any], inputs: bool) -> dict[str, tuple[int, int]]:
         """Device copies of the outputs (``out:<name>``) and, if asked, inputs (``after:<name>``)."""
-        taken: dict[str, int] = {}
+        taken: dict[str, tuple[int, int]] = {}      # key -> (device copy, bytes)
         for arg in self.job["args"]:
             if arg["name"] not in buffers:
                 continue
@@ -347,21 +347,21 @@ class Runner:
             else:
                 continue
             ptr, nbytes = buffers[arg["name"]]
-            taken[key] = self.alloc(nbytes)
-            self.rt.memcpy_async(taken[key], ptr, nbytes, MEMCPY_DEVICE_TO_DEVICE, self.stream)
+            taken[key] = (self.alloc(nbytes), nbytes)
+            self.rt.memcpy_async(taken[key][0], ptr, nbytes, MEMCPY_DEVICE_TO_DEVICE, self.stream)
         return taken
 
-    def save_snapshots(self, msg: dict[str, Any], buffers: dict[str, Any],
-                       snaps: dict[int, dict[str, int]]) -> list[int]:
+    def save_snapshots(self, msg: dict[str, Any],
+                       snaps: dict[int, dict[str, tuple[int, int]]]) -> list[int]:
         """Snapshots to ``snap<trial>_<name>.npy`` / ``after<trial>_<name>.npy`` in the case folder."""
         folder = self.workdir / msg["dir"]
         dtypes = {a["name"]: a["np_dtype"] for a in self.job["args"]}
         self.rt.stream_synchronize(self.stream)
         for trial, snap in sorted(snaps.items()):
-            for key, ptr in snap.items():
+            for key, (ptr, nbytes) in snap.items():
                 kind, name = key.split(":", 1)
                 self.dump(folder / f"{'snap' if kind == 'out' else 'after'}{trial}_{name}.npy", ptr,
-                          buffers[name][1], msg["shapes"][name], dtypes[name])
+                          nbytes, msg["shapes"][name], dtypes[name])
         return sorted(snaps)
 
 

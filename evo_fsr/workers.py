@@ -16,12 +16,11 @@ pool with a synthetic evaluator on a local cluster with declared GPU resources.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import os
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 import ray
@@ -101,7 +100,7 @@ class EvaluatorActor:
     def evaluate(self, candidate: Candidate, compiled: CompileResult | None) -> EvalResult:
         started = time.time()
         result = self.evaluator.evaluate(candidate, compiled)
-        return dataclasses.replace(result, worker=self.name, started_unix_s=started)
+        return replace(result, worker=self.name, started_unix_s=started)
 
 
 def _compile_task(compile_fn: CompileFn, failure_fn: FailureFn, candidate: Candidate,

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,11 +51,7 @@ def _finished_unix_s(record: dict) -> float:
 
 
 def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return statistics.median(values) if values else 0.0
 
 
 def _worker_usage(records: list[dict], run_start_unix_s: float) -> dict[str, float]:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import evo_fsr.evaluate as evaluate
+import evo_fsr.runner_supply as runner_supply
 from evo_fsr.compile import CompileResult
 from evo_fsr.evaluate import EvalConfig, Evaluator
 from evo_fsr.tasks import get_task
@@ -114,7 +115,7 @@ class FakeRunner:
 
 @pytest.fixture
 def evaluator(monkeypatch: pytest.MonkeyPatch) -> Evaluator:
-    monkeypatch.setattr(evaluate, "RunnerProcess", FakeRunner)
+    monkeypatch.setattr(runner_supply, "RunnerProcess", FakeRunner)
     monkeypatch.setattr(FakeRunner, "defect", "")
     monkeypatch.setattr(FakeRunner, "started", [])
     monkeypatch.setattr(FakeRunner, "timed_by", [])

@@ -1,0 +1,119 @@
+"""Runner processes for an evaluator: one fresh, sandboxed process per candidate, started ahead.
+
+The next candidate's runner starts (Python, sandbox, CUDA context) while the current candidate
+is still being checked, so its start-up is off the critical path; evaluate.py says when:
+
+- ``take()`` before a candidate: the runner started ahead once it is up (one that failed to
+  start is discarded), else a new one;
+- ``keep_ahead(1)`` at prepare and ``timed_calls_done()`` once a candidate's timed calls are
+  over (``keep_ahead(2)``): the runners ahead;
+- ``reap_later(runner)`` when a candidate is done: killed without waiting; ``reap_dying()``
+  awaits those exits, before the next candidate runs anything (its GPU memory is free) and
+  before any timing;
+- ``await_ahead()`` before a timing: every runner ahead has finished starting.  Nothing of ours
+  starts or stops while a candidate is timed.  (Measured on an H100: a sandboxed runner
+  starting up while another candidate was timed added about 1.6 ms of host time to each timed
+  call, falsely flagging escaped-stream work.)
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections import deque
+from pathlib import Path
+
+from .harness import RunnerDied, RunnerProcess, RunnerTimeout
+
+log = logging.getLogger(__name__)
+
+Spare = tuple[Path, RunnerProcess]        # (private workdir, runner process)
+
+
+def scratch_root() -> str | None:
+    """Where runner workdirs go: /dev/shm when writable, else the system temp folder."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
+class RunnerSupply:
+    """Runners of one evaluator; ``job_json`` is written into each workdir as job.json."""
+
+    def __init__(self, job_json: str, prespawn: bool = True) -> None:
+        self.job_json = job_json
+        self.prespawn = prespawn
+        # runners started ahead, the next candidate's first (at most two: the next candidate's,
+        # and the one started once the current candidate's timed calls are done)
+        self._ahead: deque[Spare] = deque()
+        self._dying: list[RunnerProcess] = []     # killed runners whose exit is not yet awaited
+
+    def _new(self) -> Spare:
+        work = Path(tempfile.mkdtemp(prefix="evo-fsr-cand-", dir=scratch_root()))
+        (work / "job.json").write_text(self.job_json)
+        try:
+            return work, RunnerProcess(work, wait=False)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+
+    def take(self) -> Spare:
+        """The runner started ahead once it is up, else a new one.  One that failed to start (say,
+        the GPU memory was still held by the previous candidate) is replaced by a fresh runner,
+        whose errors are then this candidate's to report."""
+        while self._ahead:
+            spare = self._ahead.popleft()
+            if self._up_or_discarded(spare):
+                return spare
+        return self._new()
+
+    def _up_or_discarded(self, spare: Spare) -> bool:
+        """Wait for a runner started ahead; True when it is up, else it is discarded."""
+        try:
+            spare[1].ready()
+            return True
+        except (RunnerDied, RunnerTimeout) as exc:
+            log.warning("a runner started ahead failed to start (%s); the next candidate starts its own", exc)
+            self._discard(spare)
+            return False
+
+    def keep_ahead(self, count: int) -> None:
+        """Start runners until ``count`` are ahead (at prepare, 1: the first candidate, or the
+        runner ahead failed; its start-up then overlaps this candidate's validation)."""
+        if not self.prespawn:
+            return
+        try:
+            while len(self._ahead) < count:
+                self._ahead.append(self._new())
+        except OSError as exc:
+            log.warning("could not start a runner ahead (the next one starts on demand): %s", exc)
+
+    def timed_calls_done(self) -> None:
+        """A candidate's timed calls are over (or it was not timed): start the runner of the
+        candidate after the next one now, while this candidate's outputs are checked and the
+        next one is validated; ``await_ahead`` awaits its start-up before the next timing."""
+        self.keep_ahead(2)
+
+    def await_ahead(self) -> None:
+        """Wait for the start-up of every runner ahead; one that failed is discarded."""
+        for spare in list(self._ahead):
+            if not self._up_or_discarded(spare):
+                self._ahead.remove(spare)
+
+    def reap_later(self, runner: RunnerProcess) -> None:
+        """``runner`` was killed without waiting; ``reap_dying`` awaits its exit."""
+        self._dying.append(runner)
+
+    def reap_dying(self) -> None:
+        while self._dying:
+            self._dying.pop().reap()
+
+    def _discard(self, spare: Spare) -> None:
+        spare[1].close()
+        shutil.rmtree(spare[0], ignore_errors=True)
+
+    def close(self) -> None:
+        """Await the killed runners and stop the runners started ahead."""
+        self.reap_dying()
+        while self._ahead:
+            self._discard(self._ahead.popleft())
