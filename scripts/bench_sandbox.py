@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evo_fsr import compile as nvcc  # noqa: E402
-from evo_fsr import sandbox  # noqa: E402
+from evo_fsr.verdict import compile as nvcc  # noqa: E402
+from evo_fsr.runner import sandbox  # noqa: E402
 from evo_fsr.tasks import get_task  # noqa: E402
 
 
@@ -44,8 +44,8 @@ def bench(repeats: int, gpu: bool) -> dict[str, float]:
     out["compile"] = _timed(lambda: nvcc.compile_source(task.baseline_source, task.header(), arch,
                                                         cache_dir=None), repeats)
     if gpu:
-        from evo_fsr.evaluate import EvalConfig, Evaluator
-        from evo_fsr.harness import RunnerProcess
+        from evo_fsr.verdict.evaluate import EvalConfig, Evaluator
+        from evo_fsr.runner.harness import RunnerProcess
         from evo_fsr.types import Candidate
 
         def spawn() -> None:
@@ -82,8 +82,8 @@ def main() -> int:
     if gpu:   # runner spawn with one layer off at a time: where the cost goes
         from dataclasses import replace
 
-        from evo_fsr.harness import RunnerProcess
-        from evo_fsr.sandbox import SandboxPolicy
+        from evo_fsr.runner.harness import RunnerProcess
+        from evo_fsr.runner.sandbox import SandboxPolicy
 
         def spawn_with(policy: SandboxPolicy) -> float:
             def once() -> None:

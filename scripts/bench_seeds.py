@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evo_fsr.evaluate import EvalConfig, Evaluator  # noqa: E402
-from evo_fsr.library import library_median_ms  # noqa: E402
+from evo_fsr.verdict.evaluate import EvalConfig, Evaluator  # noqa: E402
+from evo_fsr.verdict.library import library_median_ms  # noqa: E402
 from evo_fsr.tasks import discover, get_task  # noqa: E402
 from evo_fsr.types import Candidate  # noqa: E402
 

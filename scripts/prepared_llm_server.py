@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evo_fsr.llm.local_server import LocalChatServer  # noqa: E402
+from evo_fsr.testing.chat_server import LocalChatServer  # noqa: E402
 
 
 def main() -> int:

@@ -27,7 +27,7 @@ def gpu_unavailable_reason() -> str | None:
     if out.returncode != 0 or "GPU" not in out.stdout:
         return "nvidia-smi lists no GPU"
     try:
-        from evo_fsr.cudart import Runtime
+        from evo_fsr.runner.cudart import Runtime
         rt = Runtime()
         rt.set_device(0)
     except Exception as exc:  # noqa: BLE001
@@ -46,5 +46,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def nvcc_available() -> bool:
-    from evo_fsr.compile import nvcc_path
+    from evo_fsr.verdict.compile import nvcc_path
     return nvcc_path() is not None

@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..compile import DEFAULT_ARCH, compile_source, detect_arch
-from ..evaluate import EvalConfig, Evaluator
+from ..verdict.compile import DEFAULT_ARCH, compile_source, detect_arch
+from ..verdict.evaluate import EvalConfig, Evaluator
 from ..tasks import TaskError, get_task
 from ..types import Candidate, EvalResult
 from .common import UserError, fail, setup_logging
@@ -106,7 +106,7 @@ def _print_result(label: str, result: EvalResult, evaluator: Evaluator, with_lib
         return
     lib_ms = {}
     if with_library:
-        from ..library import library_median_ms  # noqa: PLC0415 - imports torch lazily
+        from ..verdict.library import library_median_ms  # noqa: PLC0415 - imports torch lazily
         for shape in evaluator.bench_shapes:
             inputs, expected = evaluator.benchmark_case(shape)
             lib_ms[shape.label] = library_median_ms(evaluator.task, shape, inputs, expected)

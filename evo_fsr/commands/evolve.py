@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 from ..config import MODES, ConfigError, RunConfig, apply_value, load_config, parse_set, read_yaml, validate
-from ..engine import EvalBackend, Engine, EvolutionResult, GenerationReport, saved_llm_usage
+from ..search.engine import EvalBackend, Engine, EvolutionResult, GenerationReport, saved_llm_usage
 from ..llm.client import ChatClient, LlmError, make_client
-from ..steady import SteadyEngine
-from ..store import RunStore, StoreError
+from ..search.steady import SteadyEngine
+from ..search.store import RunStore, StoreError
 from ..tasks import Shape, Task, TaskError, get_task
 from ..types import EvalResult
 
@@ -181,11 +181,11 @@ def default_run_dir(config: RunConfig) -> Path:
 
 def gpu_backend(config: RunConfig, task: Task) -> EvalBackend:
     """The Ray GPU pool with the real evaluator and nvcc compile tasks."""
-    from ..workers import GpuPool, NvccCompile, TaskEvaluatorFactory, connect
+    from ..backend.ray_pool import GpuPool, NvccCompile, TaskEvaluatorFactory, connect
 
     benchmark, shapes = resolve_shapes(config, task)
     owns_ray = connect(config.ray.address or None)       # fails here, in one line, without a GPU
-    from ..evaluate import EvalConfig
+    from ..verdict.evaluate import EvalConfig
 
     eval_config = EvalConfig(benchmark=benchmark, shapes=shapes, validation_seeds=config.eval.validation_seeds,
                              max_trials=config.eval.max_trials)

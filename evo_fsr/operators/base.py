@@ -16,7 +16,7 @@ from ..types import EvalResult, GpuInfo
 
 if TYPE_CHECKING:
     from ..llm.client import ChatClient
-    from ..population import Individual
+    from ..search.population import Individual
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from ..types import source_id
 from .base import Offspring, Operator, Outcome, Rejected, VariationContext
 
 if TYPE_CHECKING:
-    from ..population import Individual
+    from ..search.population import Individual
 
 
 def random_knob_variant(source: str, rng: random.Random) -> str | None:

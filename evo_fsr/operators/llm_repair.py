@@ -9,7 +9,7 @@ from .base import Operator, Outcome, Rejected, VariationContext
 from .llm_common import ask_for_kernel
 
 if TYPE_CHECKING:
-    from ..population import Individual
+    from ..search.population import Individual
 
 
 class LlmRepair(Operator):

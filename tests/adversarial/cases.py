@@ -349,7 +349,7 @@ def host_cases(ctx: Context) -> list[Case]:
         open_probe("write_into_repo", ctx.repo_file, "w", "creates a file in the evo-fsr checkout"),
         open_probe("read_task_reference", ctx.root / "tasks" / "conv2d" / "reference.py", "r",
                    "reads the task's reference implementation"),
-        open_probe("read_evo_fsr_source", ctx.root / "evo_fsr" / "evaluate.py", "r", "reads evo-fsr's own code"),
+        open_probe("read_evo_fsr_source", ctx.root / "evo_fsr" / "verdict" / "evaluate.py", "r", "reads evo-fsr's own code"),
         open_probe("read_user_secret", ctx.secret_file, "r", "reads a file of the user's outside any allowed dir"),
         host_probe("read_parent_environ", cstd + unistd, (
             "    { char path[64]; snprintf(path, sizeof path, \"/proc/%d/environ\", getppid());\n"

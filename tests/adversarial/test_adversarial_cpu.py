@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from evo_fsr import compile as nvcc
-from evo_fsr import sandbox
-from evo_fsr.sandbox import SandboxPolicy, confine_policy, run_sandboxed, spawn_sandboxed
+from evo_fsr.verdict import compile as nvcc
+from evo_fsr.runner import sandbox
+from evo_fsr.runner.sandbox import SandboxPolicy, confine_policy, run_sandboxed, spawn_sandboxed
 from evo_fsr.tasks import get_task
 from evo_fsr.types import Status
 
@@ -225,7 +225,7 @@ def test_writes_outside_the_workdir_are_blocked(tmp_path: Path) -> None:
 def test_reads_of_repo_and_user_files_are_blocked(tmp_path: Path, ctx: adv.Context) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    for target in (adv.ROOT / "tasks" / "conv2d" / "reference.py", adv.ROOT / "evo_fsr" / "evaluate.py",
+    for target in (adv.ROOT / "tasks" / "conv2d" / "reference.py", adv.ROOT / "evo_fsr" / "verdict" / "evaluate.py",
                    ctx.secret_file):
         code, out = _confined(work, "read", str(target))
         assert not out.get("ok"), (target, out)

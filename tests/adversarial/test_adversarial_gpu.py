@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from evo_fsr import sandbox
-from evo_fsr.evaluate import EvalConfig, Evaluator
+from evo_fsr.runner import sandbox
+from evo_fsr.verdict.evaluate import EvalConfig, Evaluator
 from evo_fsr.types import Candidate, EvalResult, Status
 
 from . import cases as adv

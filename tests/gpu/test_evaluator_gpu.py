@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from evo_fsr.evaluate import EvalConfig, Evaluator
+from evo_fsr.verdict.evaluate import EvalConfig, Evaluator
 from evo_fsr.tasks import discover, get_task
 from evo_fsr.types import Candidate, Status
 

@@ -6,8 +6,8 @@ from typing import Any, Callable
 import pytest
 
 from evo_fsr.config import RunConfig, load_config
-from evo_fsr.llm.local_server import LocalChatServer
-from evo_fsr.synthetic import SYNTHETIC_KERNEL as GOOD_KERNEL
+from evo_fsr.testing.chat_server import LocalChatServer
+from evo_fsr.testing.synthetic import SYNTHETIC_KERNEL as GOOD_KERNEL
 from evo_fsr.tasks import Task, get_task
 
 

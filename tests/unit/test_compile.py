@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from evo_fsr.compile import check_source, compile_source, trim_diagnostics
+from evo_fsr.verdict.compile import check_source, compile_source, trim_diagnostics
 from evo_fsr.tasks import get_task
 
 pytestmark = pytest.mark.usefixtures("needs_nvcc")

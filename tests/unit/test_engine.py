@@ -6,11 +6,11 @@ import json
 import pytest
 from deap import tools
 
-from evo_fsr.engine import Engine, InlineBackend
+from evo_fsr.search.engine import Engine, InlineBackend
 from evo_fsr.llm.client import LlmReply, LlmUsage
-from evo_fsr.population import Individual
-from evo_fsr.store import RunStore
-from evo_fsr.synthetic import SYNTHETIC_GPU, SYNTHETIC_KERNEL, SyntheticEvaluator
+from evo_fsr.search.population import Individual
+from evo_fsr.search.store import RunStore
+from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SYNTHETIC_KERNEL, SyntheticEvaluator
 from evo_fsr.types import Candidate
 
 

@@ -8,8 +8,8 @@ import yaml
 
 from evo_fsr.commands.evolve import main, parse_shape
 from evo_fsr.config import ConfigError
-from evo_fsr.engine import InlineBackend
-from evo_fsr.synthetic import SYNTHETIC_GPU, SyntheticEvaluator
+from evo_fsr.search.engine import InlineBackend
+from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SyntheticEvaluator
 
 
 def synthetic(config, task):

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import evo_fsr.evaluate as evaluate
-import evo_fsr.runner_supply as runner_supply
-from evo_fsr.compile import CompileResult
-from evo_fsr.evaluate import EvalConfig, Evaluator
+import evo_fsr.verdict.evaluate as evaluate
+import evo_fsr.runner.supply as runner_supply
+from evo_fsr.verdict.compile import CompileResult
+from evo_fsr.verdict.evaluate import EvalConfig, Evaluator
 from evo_fsr.tasks import get_task
 from evo_fsr.types import Candidate, GpuInfo, Status
 

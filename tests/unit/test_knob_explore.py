@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from itertools import islice, product
 from typing import Sequence
 
-from evo_fsr import engine as engine_module
+from evo_fsr.search import engine as engine_module
 from evo_fsr.commands import evolve as evolve_command
-from evo_fsr.engine import Engine, InlineBackend
+from evo_fsr.search.engine import Engine, InlineBackend
 from evo_fsr.knobs import ENUMERATION_LIMIT, KnobSpace, parse_knobs, set_knobs
 from evo_fsr.operators import KNOB_EXPLORE, Offspring, Operator, Outcome, VariationContext, nearest_unseen_variant
-from evo_fsr.population import Individual
-from evo_fsr.steady import SteadyEngine
-from evo_fsr.store import RunStore
-from evo_fsr.synthetic import SYNTHETIC_GPU, SyntheticEvaluator
+from evo_fsr.search.population import Individual
+from evo_fsr.search.steady import SteadyEngine
+from evo_fsr.search.store import RunStore
+from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SyntheticEvaluator
 from evo_fsr.types import Candidate, source_id
 
 TINY = """#define A 1 // knob: 1 2 3

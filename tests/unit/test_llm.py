@@ -10,8 +10,8 @@ from evo_fsr.llm.client import BudgetExhausted, CallRecorder, LlmClient, LlmErro
 from evo_fsr.llm.parsing import extract_kernel
 from evo_fsr.llm.prompts import describe_feedback, mutate_prompt, repair_prompt
 from evo_fsr.llm.replay import ReplayClient
-from evo_fsr.synthetic import SYNTHETIC_GPU
-from evo_fsr.synthetic import SYNTHETIC_KERNEL as GOOD_KERNEL
+from evo_fsr.testing.synthetic import SYNTHETIC_GPU
+from evo_fsr.testing.synthetic import SYNTHETIC_KERNEL as GOOD_KERNEL
 from evo_fsr.types import EvalResult, Mismatch, ShapeTiming, Status
 
 

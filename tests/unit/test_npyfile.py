@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evo_fsr import npyfile
-from evo_fsr.evaluate import NP_DTYPES
+from evo_fsr.runner import npyfile
+from evo_fsr.verdict.evaluate import NP_DTYPES
 
 
 @pytest.mark.parametrize("np_dtype", sorted(set(NP_DTYPES.values())))

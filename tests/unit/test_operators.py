@@ -9,9 +9,9 @@ import pytest
 from evo_fsr.knobs import parse_knobs
 from evo_fsr.llm.client import CallRecorder, LlmClient
 from evo_fsr.operators import REGISTRY, Offspring, Rejected, VariationContext, get_operator, random_knob_variant
-from evo_fsr.population import Individual
-from evo_fsr.synthetic import SYNTHETIC_GPU
-from evo_fsr.synthetic import SYNTHETIC_KERNEL as GOOD_KERNEL
+from evo_fsr.search.population import Individual
+from evo_fsr.testing.synthetic import SYNTHETIC_GPU
+from evo_fsr.testing.synthetic import SYNTHETIC_KERNEL as GOOD_KERNEL
 from evo_fsr.types import EvalResult, Status
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evo_fsr import npyfile, runner
+from evo_fsr.runner import npyfile
+from evo_fsr.runner import runner
 
 
 class FakeRuntime:

@@ -12,16 +12,16 @@ from collections import Counter
 import pytest
 import yaml
 
-from evo_fsr import steady
+from evo_fsr.search import steady
 from evo_fsr.commands.evolve import main
 from evo_fsr.config import ConfigError, load_config
-from evo_fsr.engine import Engine, InlineBackend
+from evo_fsr.search.engine import Engine, InlineBackend
 from evo_fsr.llm.client import LlmReply, LlmUsage
-from evo_fsr.population import Individual
-from evo_fsr.selection import replace_worst
-from evo_fsr.steady import SteadyEngine, auto_in_flight
-from evo_fsr.store import RunStore
-from evo_fsr.synthetic import SYNTHETIC_GPU, SYNTHETIC_KERNEL, SyntheticEvaluator
+from evo_fsr.search.population import Individual
+from evo_fsr.search.selection import replace_worst
+from evo_fsr.search.steady import SteadyEngine, auto_in_flight
+from evo_fsr.search.store import RunStore
+from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SYNTHETIC_KERNEL, SyntheticEvaluator
 from evo_fsr.types import Candidate
 
 

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from evo_fsr.store import RunStore, StoreError, rng_from_json, rng_state_to_json
+from evo_fsr.search.store import RunStore, StoreError, rng_from_json, rng_state_to_json
 from evo_fsr.types import source_id
 
 

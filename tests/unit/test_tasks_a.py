@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from evo_fsr.compile import compile_source, nvcc_path
+from evo_fsr.verdict.compile import compile_source, nvcc_path
 from evo_fsr.tasks import Task, get_task
 
 TASKS = ("matmul", "softmax", "sigmoid", "relu", "layernorm", "maxpool3d", "attention",

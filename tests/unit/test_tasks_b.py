@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from evo_fsr.compile import compile_source, nvcc_path
+from evo_fsr.verdict.compile import compile_source, nvcc_path
 from evo_fsr.tasks import Task, get_task
 
 TASKS = ("matrix_copy", "reverse", "topk", "sort", "sum_reduction", "dot_product", "prefix_sum",

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evo_fsr.profile import speed_of_light_ms, summarise
+from evo_fsr.verdict.profile import speed_of_light_ms, summarise
 from evo_fsr.tasks import PRECISION_POLICIES
 from evo_fsr.types import EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
-from evo_fsr.validate import check_outputs, compare_inputs_unchanged, compare_output
+from evo_fsr.verdict.validate import check_outputs, compare_inputs_unchanged, compare_output
 
 TOL = PRECISION_POLICIES["fp32_strict"]
 RNG = np.random.default_rng(0)

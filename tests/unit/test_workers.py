@@ -10,10 +10,10 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from evo_fsr.commands.evolve import main  # noqa: E402
-from evo_fsr.synthetic import (SyntheticEvaluator, synthetic_compile, synthetic_compile_failure,  # noqa: E402
+from evo_fsr.testing.synthetic import (SyntheticEvaluator, synthetic_compile, synthetic_compile_failure,  # noqa: E402
                                synthetic_speedup)
 from evo_fsr.types import Candidate, Status  # noqa: E402
-from evo_fsr.workers import GpuPool, WorkerError, connect  # noqa: E402
+from evo_fsr.backend.ray_pool import GpuPool, WorkerError, connect  # noqa: E402
 
 
 @pytest.fixture(scope="module")

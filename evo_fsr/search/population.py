@@ -11,8 +11,8 @@ from typing import Any, Mapping
 
 from deap import base
 
-from .knobs import parse_knobs
-from .types import Candidate, source_id
+from ..knobs import parse_knobs
+from ..types import Candidate, source_id
 
 
 class Fitness(base.Fitness):

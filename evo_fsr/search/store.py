@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 import yaml
 
-from .types import source_id
+from ..types import source_id
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from typing import Any, Callable, Protocol
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 
-from .compile import CompileResult
-from .types import Candidate, EvalResult, GpuInfo, Status
+from ..verdict.compile import CompileResult
+from ..types import Candidate, EvalResult, GpuInfo, Status
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class TaskEvaluatorFactory:
     eval_config: Any
 
     def __call__(self) -> EvaluatorLike:
-        from .evaluate import Evaluator
+        from ..verdict.evaluate import Evaluator
         return Evaluator(self.task_name, self.eval_config)
 
 
@@ -75,13 +75,13 @@ class NvccCompile:
     timeout_s: float = 120.0
 
     def __call__(self, candidate: Candidate, arch: str) -> CompileResult:
-        from .compile import DEFAULT_CACHE_DIR, compile_source
+        from ..verdict.compile import DEFAULT_CACHE_DIR, compile_source
         return compile_source(candidate.source, self.header, arch,
                               cache_dir=self.cache_dir or DEFAULT_CACHE_DIR, timeout_s=self.timeout_s)
 
 
 def evaluator_compile_failure(candidate: Candidate, compiled: CompileResult) -> EvalResult:
-    from .evaluate import compile_failure_result
+    from ..verdict.evaluate import compile_failure_result
     return compile_failure_result(candidate, compiled)
 
 

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sandbox import SandboxPolicy, run_sandboxed
+from ..runner.sandbox import SandboxPolicy, run_sandboxed
 
 log = logging.getLogger(__name__)
 

@@ -42,10 +42,10 @@ import numpy as np
 from . import compile as nvcc
 from . import profile
 from .gpu import gpu_info_from_probe
-from .harness import RunnerDied, RunnerProcess, RunnerTimeout
-from .runner_supply import RunnerSupply, scratch_root
-from .tasks import Shape, Task, get_task
-from .types import Candidate, EvalResult, GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
+from ..runner.harness import RunnerDied, RunnerProcess, RunnerTimeout
+from ..runner.supply import RunnerSupply, scratch_root
+from ..tasks import Shape, Task, get_task
+from ..types import Candidate, EvalResult, GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
 from .validate import check_outputs, compare_inputs_unchanged
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .types import Mismatch
+from ..types import Mismatch
 
 
 def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -31,16 +31,16 @@ from typing import Any, Callable, Container, Protocol
 import numpy as np
 from deap import tools
 
-from .config import RunConfig
-from .llm.client import ChatClient, LlmUsage
-from .knobs import ENUMERATION_LIMIT, KnobSpace
-from .operators import (KNOB_EXPLORE, REGISTRY, Offspring, Operator, Outcome, Rejected, VariationContext,
+from ..config import RunConfig
+from ..llm.client import ChatClient, LlmUsage
+from ..knobs import ENUMERATION_LIMIT, KnobSpace
+from ..operators import (KNOB_EXPLORE, REGISTRY, Offspring, Operator, Outcome, Rejected, VariationContext,
                         nearest_unseen_variant, random_knob_variant)
 from .population import Individual, same_kernel
 from .selection import Tournament, best, worst
 from .store import RunStore, rng_from_json, rng_state_to_json
-from .tasks import Task
-from .types import Candidate, EvalResult, GpuInfo, Status
+from ..tasks import Task
+from ..types import Candidate, EvalResult, GpuInfo, Status
 
 log = logging.getLogger(__name__)
 

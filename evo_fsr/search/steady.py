@@ -47,10 +47,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .engine import Engine, Slot, backend_size
-from .operators import Offspring, Operator
+from ..operators import Offspring, Operator
 from .population import Individual
 from .selection import replace_worst
-from .types import Candidate, EvalResult
+from ..types import Candidate, EvalResult
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .types import GpuInfo
+from ..types import GpuInfo
 
 #: Dense tensor-core fp16 rate per SM per clock (FLOP), by compute capability major version.
 _TENSOR_FP16_FLOP_PER_SM_CLOCK = {7: 1024, 8: 2048, 9: 4096, 10: 8192, 12: 4096}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import Mapping, Sequence
 
-from .types import GpuInfo, ShapeTiming
+from ..types import GpuInfo, ShapeTiming
 
 #: Measured copy bandwidth is ~90 % of the HBM roof; the floor uses the roof.
 COPY_EFFICIENCY = 0.9

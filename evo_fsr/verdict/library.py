@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .tasks import Shape, Task
+from ..tasks import Shape, Task
 from .validate import check_outputs
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ import re
 import time
 from dataclasses import dataclass
 
-from .compile import CompileResult
-from .knobs import parse_knobs
-from .types import Candidate, EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
+from ..verdict.compile import CompileResult
+from ..knobs import parse_knobs
+from ..types import Candidate, EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
 
 SYNTHETIC_GPU = GpuInfo(name="synthetic (no GPU)", compute_capability="9.0", sm_count=132,
                         shared_memory_per_block_bytes=49152, shared_memory_per_block_optin_bytes=232448,

@@ -1,0 +1,1 @@
+"""Evaluation backends: the contract, and the Ray pool (the only Ray importer)."""

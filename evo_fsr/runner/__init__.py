@@ -1,0 +1,1 @@
+"""The untrusted process that loads candidate code, and the walls around it."""

@@ -1,0 +1,1 @@
+"""The evolutionary search: loop, population, selection, run store."""

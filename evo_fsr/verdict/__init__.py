@@ -1,0 +1,1 @@
+"""The trusted side: where a verdict is reached (compile, validate, profile)."""
