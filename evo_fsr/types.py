@@ -103,6 +103,12 @@ class ShapeTiming:
     trials: int
     speed_of_light_ms: float            # max(bytes / bandwidth, flops / peak) on this GPU
     flags: tuple[str, ...] = ()         # reasons this timing is not credible
+    library_ms: float = 0.0             # the vendor library (torch/cuDNN/cuBLAS) on this shape; 0: not measured
+
+    @property
+    def of_library(self) -> float | None:
+        """The kernel's speed relative to the library (library ms / kernel ms; >1 = faster)."""
+        return self.library_ms / self.median_ms if self.library_ms > 0 and self.median_ms > 0 else None
 
     @property
     def speedup(self) -> float:
@@ -132,12 +138,23 @@ class EvalResult:
     stage_seconds: tuple[tuple[str, float], ...] = ()  # wall seconds per stage, e.g. ("validate", 0.21)
     worker: str = ""                                # which evaluator: "<host>:gpu<index>:<pid>"
     started_unix_s: float = 0.0                     # when that evaluator began this candidate
+    reason: str = ""                                # rejection code set by the verdict (see ``rejection``)
+    resources: tuple[tuple[str, int], ...] = ()     # ptxas -v: registers, spill_stores_bytes, shared_bytes, ...
+    vendor_libraries: tuple[str, ...] = ()          # vendor libraries the candidate loaded (only with opt-in)
 
     @property
     def geomean_speedup(self) -> float | None:
         if not self.status.correct or not self.timings:
             return None
         return geometric_mean([t.speedup for t in self.timings])
+
+    @property
+    def geomean_of_library(self) -> float | None:
+        """Geometric mean over shapes of library ms / kernel ms; None unless every shape has one."""
+        if not self.status.correct or not self.timings:
+            return None
+        ratios = [t.of_library for t in self.timings]
+        return geometric_mean([r for r in ratios if r is not None]) if all(r is not None for r in ratios) else None
 
     @property
     def fitness(self) -> tuple[float, float]:
@@ -157,6 +174,8 @@ class EvalResult:
         """
         if self.status is Status.OK:
             return None
+        if self.reason:
+            return self.reason
         if self.status is Status.FLAGGED:
             flags = [f.split(":", 1)[0] for t in self.timings for f in t.flags]
             return "flagged:" + (flags[0] if flags else "other")
@@ -206,6 +225,9 @@ class EvalResult:
             stage_seconds=tuple((str(a), float(b)) for a, b in data.get("stage_seconds", ())),
             worker=str(data.get("worker", "")),
             started_unix_s=float(data.get("started_unix_s", 0.0)),
+            reason=str(data.get("reason", "")),
+            resources=tuple((str(a), int(b)) for a, b in data.get("resources", ())),
+            vendor_libraries=tuple(str(v) for v in data.get("vendor_libraries", ())),
         )
 
     @property
