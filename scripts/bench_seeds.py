@@ -21,7 +21,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evo_fsr.verdict.evaluate import EvalConfig, Evaluator  # noqa: E402
-from evo_fsr.verdict.library import library_median_ms  # noqa: E402
 from evo_fsr.tasks import discover, get_task  # noqa: E402
 from evo_fsr.types import Candidate  # noqa: E402
 
@@ -42,10 +41,6 @@ def main() -> int:
         task = get_task(name)
         ev = Evaluator(task, EvalConfig(max_trials=args.trials, time_budget_s=args.budget_s,
                                         validation_seeds=args.validation_seeds))
-        lib = {}
-        for shape in ev.bench_shapes:
-            inputs, expected = ev.benchmark_case(shape)
-            lib[shape.label] = library_median_ms(task, shape, inputs, expected)
         if not gpu_name:
             print(f"GPU: {ev.gpu_info.name}", flush=True)
         for seed, source in task.seeds().items():
@@ -63,7 +58,7 @@ def main() -> int:
             overheads.append(_overhead_line(f"{name}/{seed}", results, wall))
             print("  " + overheads[-1], flush=True)
             for t in result.timings:
-                lib_ms = lib.get(t.shape_label)
+                lib_ms = t.library_ms
                 rows.append([name, seed, t.shape_label, result.status.value, f"{t.median_ms:.4f}",
                              f"{t.baseline_median_ms:.4f}", f"{t.speedup:.2f}x", f"{t.speed_of_light_ms:.4f}",
                              f"{100 * t.fraction_of_light:.1f}%", f"{lib_ms:.4f}" if lib_ms else "-"])

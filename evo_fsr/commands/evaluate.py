@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.compile_only:
         return _compile_only(task, sources, args.arch)
     config = EvalConfig(benchmark=args.shapes, shapes=shapes, arch=args.arch, max_trials=args.trials,
-                        validation_seeds=args.seeds)
+                        validation_seeds=args.seeds, library=not args.no_library)
     evaluator = Evaluator(task, config)
     try:
         gpu = evaluator.gpu_info
@@ -104,12 +104,7 @@ def _print_result(label: str, result: EvalResult, evaluator: Evaluator, with_lib
             if text.strip():
                 print(f"  [{stage}] " + text.strip()[:1500].replace("\n", "\n  "))
         return
-    lib_ms = {}
-    if with_library:
-        from ..verdict.library import library_median_ms  # noqa: PLC0415 - imports torch lazily
-        for shape in evaluator.bench_shapes:
-            inputs, expected = evaluator.benchmark_case(shape)
-            lib_ms[shape.label] = library_median_ms(evaluator.task, shape, inputs, expected)
+    lib_ms = {t.shape_label: t.library_ms for t in result.timings if with_library and t.library_ms > 0}
     header = f"  {'shape':<28} {'median ms':>10} {'naive ms':>10} {'speedup':>8} {'% SOL':>6} {'torch ms':>9} {'vs torch':>8}  flags"
     print(header)
     for t in result.timings:

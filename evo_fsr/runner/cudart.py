@@ -27,6 +27,16 @@ ATTR = {
 }
 
 
+IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
+IPC_HANDLE_BYTES = 64
+
+
+class IpcMemHandle(ctypes.Structure):
+    """cudaIpcMemHandle_t: 64 opaque bytes, passed by value."""
+
+    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
+
+
 class CudaError(RuntimeError):
     def __init__(self, call: str, code: int, name: str, text: str) -> None:
         self.call, self.code, self.name = call, code, name
@@ -80,6 +90,8 @@ class Runtime:
         lib.cudaStreamSynchronize.argtypes = [ctypes.c_void_p]
         lib.cudaEventRecord.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.cudaEventSynchronize.argtypes = [ctypes.c_void_p]
+        lib.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), IpcMemHandle, ctypes.c_uint]
+        lib.cudaIpcCloseMemHandle.argtypes = [ctypes.c_void_p]
 
     def check(self, call: str, code: int) -> None:
         if code != 0:
@@ -156,3 +168,17 @@ class Runtime:
         value = ctypes.c_float()
         self.check("cudaEventElapsedTime", self.lib.cudaEventElapsedTime(ctypes.byref(value), start, end))
         return float(value.value)
+
+    def ipc_open(self, handle: bytes) -> int:
+        """Map another process's device allocation (its cudaIpcGetMemHandle bytes) into this one."""
+        if len(handle) != IPC_HANDLE_BYTES:
+            raise ValueError(f"an IPC handle has {IPC_HANDLE_BYTES} bytes, not {len(handle)}")
+        raw = IpcMemHandle()
+        ctypes.memmove(ctypes.addressof(raw), handle, IPC_HANDLE_BYTES)
+        ptr = ctypes.c_void_p()
+        self.check("cudaIpcOpenMemHandle",
+                   self.lib.cudaIpcOpenMemHandle(ctypes.byref(ptr), raw, IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
+        return int(ptr.value or 0)
+
+    def ipc_close(self, ptr: int) -> None:
+        self.check("cudaIpcCloseMemHandle", self.lib.cudaIpcCloseMemHandle(ctypes.c_void_p(ptr)))

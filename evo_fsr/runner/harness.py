@@ -3,7 +3,11 @@
 Replies travel on a dedicated pipe (not stdout, which the candidate can write to).  A reply that
 does not come within its timeout kills the runner's whole process group; a runner that dies
 (segfault, abort, exit(0) from host code, CUDA fault) surfaces as ``RunnerDied`` with its
-exit status and bounded output.
+exit status and bounded output.  Every reply goes through ``protocol.check_reply``; a byte on the
+reply pipe before a command was sent, a reply line over ``MAX_REPLY_BYTES``, or anything that is
+not the well-formed answer to the command in flight kills the runner and raises
+``ProtocolViolation`` (the verdict ``crash:sandbox-violation``): nothing the candidate writes can
+raise anything else here.
 """
 from __future__ import annotations
 
@@ -17,12 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import protocol
+from .protocol import MAX_REPLY_BYTES, RUNNER_FILES, ProtocolError
 from .sandbox import (SandboxPolicy, confine_policy, kill_group, report_confinement,
                       spawn_sandboxed)
 
 RUNNER_SCRIPT = Path(__file__).resolve().parent / "runner.py"
-#: Copied into each candidate's workdir, so the runner needs no read access to the evo_fsr tree.
-RUNNER_FILES = ("runner.py", "cudart.py", "confine.py", "npyfile.py")
 
 
 class RunnerTimeout(Exception):
@@ -35,11 +39,18 @@ class RunnerDied(Exception):
         self.returncode = returncode
 
 
+class ProtocolViolation(RunnerDied):
+    """The runner (that is, code in the candidate's process) broke the protocol."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"protocol violation: {message}", None)
+
+
 class RunnerProcess:
     """One runner process in ``workdir``; use as a context manager (always killed on exit)."""
 
     def __init__(self, workdir: Path, policy: SandboxPolicy | None = None, init_timeout_s: float = 60.0,
-                 wait: bool = True) -> None:
+                 wait: bool = True, extra_files: tuple[Path, ...] = ()) -> None:
         """Start the runner (Python, sandbox, then its CUDA context on the first command,
         ``init``, sent at once).  ``wait`` awaits the start-up, else the first ``send`` (or
         ``ready``) does."""
@@ -52,6 +63,8 @@ class RunnerProcess:
         private.mkdir(exist_ok=True)
         for name in RUNNER_FILES:
             shutil.copyfile(RUNNER_SCRIPT.parent / name, private / name)
+        for path in extra_files:                  # the CPU tests' fake runtime
+            shutil.copyfile(path, private / path.name)
         # -I -S: no user site, no site-packages (the runner needs only the standard library)
         argv = [sys.executable, "-I", "-S", str(private / "runner.py"), str(workdir)]
         confinement = confine_policy(policy, str(workdir))
@@ -70,19 +83,30 @@ class RunnerProcess:
             os.close(cmd_r)
             os.close(reply_w)
         self._buffer = b""
+        self._next_id = 0
         self.started = time.perf_counter()
         self.startup_ms: dict[str, float] = {}    # the runner's own start-up phases (init reply)
+        self._init = self._command({"op": protocol.INIT})
         try:
-            os.write(self._cmd_w, b'{"op": "init"}\n')
+            os.write(self._cmd_w, (json.dumps(self._init) + "\n").encode())
         except BrokenPipeError:
             pass                        # it died: ready() reports how
         if wait:
             self.ready()
 
+    def _command(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._next_id += 1
+        return {**message, "id": self._next_id}
+
     def ready(self) -> None:
         """Await the runner's start-up reply (once); raises RunnerDied / RunnerTimeout."""
         if not self._ready:
-            self.await_reply(self._init_timeout_s)
+            reply = self.await_reply(self._init, self._init_timeout_s)
+            if "confinement" in reply:
+                report_confinement(reply["confinement"])
+            if "error" in reply:
+                raise RunnerDied(f"runner could not start: {reply['error']}", None)
+            self.startup_ms = {str(k): float(v) for k, v in reply.get("startup_ms", {}).items()}
             self._ready = True
 
     def __enter__(self) -> "RunnerProcess":
@@ -91,22 +115,41 @@ class RunnerProcess:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid)
+
     def send(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one command and return its checked reply (an ``error`` reply included)."""
         self.ready()
+        self._refuse_unsolicited()
+        command = self._command(message)
         try:
-            os.write(self._cmd_w, (json.dumps(message) + "\n").encode())
+            os.write(self._cmd_w, (json.dumps(command) + "\n").encode())
         except BrokenPipeError:
             raise self._died() from None
-        reply = self.await_reply(timeout_s)
-        if reply.get("op") != message["op"]:   # sandbox hook: an injected or out-of-order reply
-            kill_group(self.proc)
-            raise RunnerDied(f"protocol violation: reply to {reply.get('op')!r} while awaiting "
-                             f"{message['op']!r}", None)
-        return reply
+        return self.await_reply(command, timeout_s)
 
-    def await_reply(self, timeout_s: float) -> dict[str, Any]:
+    def _violation(self, what: str) -> ProtocolViolation:
+        kill_group(self.proc)
+        return ProtocolViolation(what)
+
+    def _refuse_unsolicited(self) -> None:
+        """Nothing may be on the reply pipe before a command is sent (an early or forged reply)."""
+        if self._buffer:
+            raise self._violation("data on the reply pipe before the command was sent")
+        ready, _, _ = select.select([self._reply_r], [], [], 0)
+        if ready:
+            chunk = os.read(self._reply_r, MAX_REPLY_BYTES)
+            if not chunk:
+                raise self._died()
+            raise self._violation("data on the reply pipe before the command was sent")
+
+    def await_reply(self, command: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         while b"\n" not in self._buffer:
+            if len(self._buffer) > MAX_REPLY_BYTES:
+                raise self._violation(f"a reply line over {MAX_REPLY_BYTES} bytes")
             left = deadline - time.monotonic()
             if left <= 0:
                 kill_group(self.proc)
@@ -119,22 +162,16 @@ class RunnerProcess:
                 raise self._died()
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
+        if len(line) > MAX_REPLY_BYTES:
+            raise self._violation(f"a reply line over {MAX_REPLY_BYTES} bytes")
+        if self._buffer:
+            raise self._violation("more than one reply line to one command")
         try:
-            reply = json.loads(line)
-        except ValueError:
-            kill_group(self.proc)
-            raise RunnerDied("protocol violation: malformed reply from the candidate process", None) from None
-        if not isinstance(reply, dict):
-            kill_group(self.proc)
-            raise RunnerDied("protocol violation: malformed reply from the candidate process", None)
-        if reply.get("op") == "init" and "confinement" in reply:
-            report_confinement(reply["confinement"])
-        if "error" in reply and reply.get("op") == "init":
-            raise RunnerDied(f"runner could not start: {reply['error']}", None)
-        if reply.get("op") == "init":
-            self.startup_ms = {str(k): float(v) for k, v in (reply.get("startup_ms") or {}).items()
-                               if isinstance(v, (int, float))}
-        return reply
+            return protocol.check_reply(command, json.loads(line))
+        except (ValueError, RecursionError):
+            raise self._violation("malformed reply (not JSON)") from None
+        except ProtocolError as exc:
+            raise self._violation(str(exc)) from None
 
     def _died(self) -> RunnerDied:
         try:
@@ -183,4 +220,4 @@ class RunnerProcess:
                 pass
 
 
-__all__ = ["RunnerProcess", "RunnerTimeout", "RunnerDied"]
+__all__ = ["RunnerProcess", "RunnerTimeout", "RunnerDied", "ProtocolViolation"]

@@ -57,6 +57,7 @@ class SandboxPolicy:
     seccomp: bool = False                   # syscall filter: applied in-process by the runner only
     confine_via_exec: bool = False          # wrap the command with ``confine.py --exec``
     extra_read: tuple[str, ...] = ()        # more read-only paths for the Landlock allow-list
+    extra_write: tuple[str, ...] = ()       # more writable paths (the CPU tests' fake device memory)
 
     @classmethod
     def for_compiler(cls) -> "SandboxPolicy":
@@ -252,7 +253,7 @@ def confine_policy(policy: SandboxPolicy, workdir: str) -> dict[str, Any]:
             "read": list(read_allow_list(policy.extra_read)),
             # /proc/self resolves in the confined process to its own /proc/<pid>: the CUDA driver
             # writes there while it initialises (found on an H100, driver 13.0)
-            "write": [os.path.realpath(workdir), "/proc/self"],
+            "write": [os.path.realpath(workdir), "/proc/self", *map(os.path.realpath, policy.extra_write)],
             "devices": list(device_allow_list())}
 
 

@@ -25,6 +25,7 @@ from collections import deque
 from pathlib import Path
 
 from .harness import RunnerDied, RunnerProcess, RunnerTimeout
+from .sandbox import SandboxPolicy
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +41,12 @@ def scratch_root() -> str | None:
 class RunnerSupply:
     """Runners of one evaluator; ``job_json`` is written into each workdir as job.json."""
 
-    def __init__(self, job_json: str, prespawn: bool = True) -> None:
+    def __init__(self, job_json: str, prespawn: bool = True, extra_files: tuple[Path, ...] = (),
+                 policy: SandboxPolicy | None = None) -> None:
         self.job_json = job_json
         self.prespawn = prespawn
+        self.extra_files = extra_files
+        self.policy = policy
         # runners started ahead, the next candidate's first (at most two: the next candidate's,
         # and the one started once the current candidate's timed calls are done)
         self._ahead: deque[Spare] = deque()
@@ -52,7 +56,7 @@ class RunnerSupply:
         work = Path(tempfile.mkdtemp(prefix="evo-fsr-cand-", dir=scratch_root()))
         (work / "job.json").write_text(self.job_json)
         try:
-            return work, RunnerProcess(work, wait=False)
+            return work, RunnerProcess(work, policy=self.policy, wait=False, extra_files=self.extra_files)
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise

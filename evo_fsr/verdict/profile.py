@@ -1,25 +1,69 @@
-"""Performance Profiler (trusted side): statistics and credibility flags from raw times.
+"""Performance Profiler (trusted side): credited times and the speed-of-light floor.
 
-The runner measures, interleaved in one process, the candidate and the task's naive seed:
-CUDA events on the harness stream (L2 flushed before each trial) and a host clock around a
-device-wide synchronize.  Here those raw times become a ``ShapeTiming``:
-- medians (never means);
-- ``escaped-stream`` flag: the host clock saw much more time than the harness-stream events
-  (work launched on another stream or thread), compared with the baseline's own gap;
-- ``under-floor`` flag: faster than the speed-of-light floor max(bytes/bandwidth, flops/peak).
+Each timed call yields four numbers (``CallTimes``): three reported by the runner - CUDA events
+around ``launch`` on the harness stream (``event_ms``), to an event recorded after a device-wide
+synchronize (``event_all_ms``: work on any stream of the runner's context), the runner's host
+clock - and one measured here, in the trusted process, that the runner cannot touch:
+``window_ms``, from just before the command is sent to the end of the trusted side's copy of the
+outputs.  A runner is untrusted (the candidate runs in it), so its numbers are a claim; the
+window is a bound.  The time a call is credited with is
+
+    max(event_ms, event_all_ms - gap_ms, window_ms - overhead_ms)
+
+where ``gap_ms`` and ``overhead_ms`` are calibrated on the trusted baseline runner's calls of the
+same shape in the same run (the median device-wide tail, and a high quantile of the window's
+overhead: pipe, Python, output copy).  So work left on another stream, in another context, on a
+host thread after ``launch`` returns, or times forged on the reply pipe are measured and charged,
+not estimated and allowed: what a candidate can hide is at most the jitter of the baseline's own
+window overhead.  Medians, never means.  ``under-floor``: faster than max(bytes/bandwidth,
+flops/peak) is not credible.
 """
 from __future__ import annotations
 
 import statistics
-from typing import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 from ..types import GpuInfo, ShapeTiming
 
 #: Measured copy bandwidth is ~90 % of the HBM roof; the floor uses the roof.
 COPY_EFFICIENCY = 0.9
-#: Extra host time (beyond the baseline's own launch/sync gap) that flags escaped work.
-ESCAPE_MIN_MS = 0.05
-ESCAPE_FRACTION = 0.5
+#: The window-overhead quantile a call may reach before the window, not its events, is credited.
+OVERHEAD_QUANTILE = 0.9
+
+
+@dataclass(frozen=True)
+class CallTimes:
+    event_ms: float             # runner: CUDA events around launch, harness stream
+    event_all_ms: float         # runner: to an event after a device-wide synchronize
+    host_ms: float              # runner: host clock around both
+    window_ms: float            # trusted: command sent .. trusted copy of the outputs done
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """From trusted (baseline) calls: what the claim and the bound differ by when nothing hides."""
+
+    gap_ms: float               # median(event_all - event)
+    overhead_ms: float          # OVERHEAD_QUANTILE of (window - event)
+
+    @classmethod
+    def of(cls, calls: Sequence[CallTimes]) -> "Calibration":
+        if not calls:
+            raise ValueError("calibration needs at least one trusted call")
+        gaps = [c.event_all_ms - c.event_ms for c in calls]
+        overheads = sorted(c.window_ms - c.event_ms for c in calls)
+        index = min(len(overheads) - 1, int(OVERHEAD_QUANTILE * len(overheads)))
+        return cls(gap_ms=max(0.0, statistics.median(gaps)), overhead_ms=max(0.0, overheads[index]))
+
+
+def credited_ms(call: CallTimes, calibration: Calibration) -> float:
+    return max(call.event_ms, call.event_all_ms - calibration.gap_ms, call.window_ms - calibration.overhead_ms)
+
+
+def charged_calls(calls: Sequence[CallTimes], calibration: Calibration, margin: float = 1.02) -> int:
+    """Calls credited with more than their own stream events claimed (escaped or forged time)."""
+    return sum(1 for c in calls if credited_ms(c, calibration) > margin * c.event_ms + 1e-3)
 
 
 def peak_tflops(gpu: GpuInfo, precision: str) -> float:
@@ -36,19 +80,20 @@ def speed_of_light_ms(flops: float, nbytes: float, gpu: GpuInfo, precision: str)
     return max(memory_ms, compute_ms)
 
 
-def summarise(shape_label: str, event_ms: Mapping[str, Sequence[float]], host_ms: Mapping[str, Sequence[float]],
-              floor_ms: float, candidate: str = "candidate", baseline: str = "baseline") -> ShapeTiming:
-    cand_event = statistics.median(event_ms[candidate])
-    base_event = statistics.median(event_ms[baseline])
-    cand_host = statistics.median(host_ms[candidate])
-    base_host = statistics.median(host_ms[baseline])
+def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequence[CallTimes],
+              calibration: Calibration, baseline_clean_ms: float, floor_ms: float,
+              library_ms: float = 0.0) -> ShapeTiming:
+    """One shape's timing.  The baseline's time is the lower of its interleaved median and its
+    median with no candidate process alive (``baseline_clean_ms``): a candidate that slows the
+    GPU while the baseline runs gains nothing."""
+    cand = statistics.median(credited_ms(c, calibration) for c in candidate)
+    base_interleaved = statistics.median(credited_ms(c, calibration) for c in baseline)
+    base = min(base_interleaved, baseline_clean_ms) if baseline_clean_ms > 0 else base_interleaved
     flags = []
-    extra_ms = (cand_host - cand_event) - max(base_host - base_event, 0.0)
-    if extra_ms > max(ESCAPE_MIN_MS, ESCAPE_FRACTION * cand_event):
-        flags.append(f"escaped-stream: host clock {cand_host:.4g} ms vs stream events {cand_event:.4g} ms "
-                     "(work outside the harness stream?)")
-    if cand_event < floor_ms:
-        flags.append(f"under-floor: {cand_event:.4g} ms is below the speed-of-light floor {floor_ms:.4g} ms")
-    return ShapeTiming(shape_label=shape_label, median_ms=cand_event, baseline_median_ms=base_event,
-                       host_median_ms=cand_host, baseline_host_median_ms=base_host,
-                       trials=len(event_ms[candidate]), speed_of_light_ms=floor_ms, flags=tuple(flags))
+    if cand < floor_ms:
+        flags.append(f"under-floor: {cand:.4g} ms is below the speed-of-light floor {floor_ms:.4g} ms")
+    return ShapeTiming(shape_label=shape_label, median_ms=cand, baseline_median_ms=base,
+                       host_median_ms=statistics.median(c.window_ms for c in candidate),
+                       baseline_host_median_ms=statistics.median(c.window_ms for c in baseline),
+                       trials=len(candidate), speed_of_light_ms=floor_ms, flags=tuple(flags),
+                       library_ms=library_ms)

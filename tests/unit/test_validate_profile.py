@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evo_fsr.verdict.profile import speed_of_light_ms, summarise
+from evo_fsr.verdict.profile import CallTimes, Calibration, charged_calls, speed_of_light_ms, summarise
 from evo_fsr.tasks import PRECISION_POLICIES
 from evo_fsr.types import EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
 from evo_fsr.verdict.validate import check_outputs, compare_inputs_unchanged, compare_output
@@ -85,15 +85,37 @@ def test_speed_of_light_floor_is_the_larger_of_memory_and_compute() -> None:
     assert speed_of_light_ms(flops=60e9, nbytes=0, gpu=GPU, precision="fp16") < comp
 
 
-def test_summarise_medians_and_flags() -> None:
-    honest = summarise("s", {"candidate": [1.0, 1.1, 0.9], "baseline": [2.0, 2.2, 1.8]},
-                       {"candidate": [1.02, 1.12, 0.92], "baseline": [2.02, 2.22, 1.82]}, floor_ms=0.1)
-    assert honest.median_ms == 1.0 and honest.speedup == 2.0 and not honest.flags
-    escaped = summarise("s", {"candidate": [0.01] * 3, "baseline": [2.0] * 3},
-                        {"candidate": [1.5] * 3, "baseline": [2.02] * 3}, floor_ms=0.001)
-    assert any(f.startswith("escaped-stream") for f in escaped.flags)
-    too_fast = summarise("s", {"candidate": [0.05] * 3, "baseline": [2.0] * 3},
-                         {"candidate": [0.06] * 3, "baseline": [2.02] * 3}, floor_ms=0.1)
+def _calls(event: float, extra_all: float = 0.002, overhead: float = 0.05, n: int = 5) -> list[CallTimes]:
+    return [CallTimes(event, event + extra_all, event + extra_all + 0.01, event + extra_all + overhead) for _ in range(n)]
+
+
+def test_honest_calls_are_credited_their_stream_events() -> None:
+    calibration = Calibration.of(_calls(2.0))
+    honest = summarise("s", _calls(1.0), _calls(2.0), calibration, baseline_clean_ms=2.0, floor_ms=0.1)
+    assert honest.median_ms == pytest.approx(1.0) and honest.speedup == pytest.approx(2.0) and not honest.flags
+
+
+def test_escaped_work_is_charged_not_allowed() -> None:
+    """Work on another stream (device-wide tail) and work the runner's events never saw (the
+    trusted window) are both credited to the candidate."""
+    calibration = Calibration.of(_calls(2.0))
+    side_stream = summarise("s", _calls(0.01, extra_all=1.5), _calls(2.0), calibration, 2.0, 0.001)
+    assert side_stream.median_ms == pytest.approx(1.51, rel=0.01)
+    forged = [CallTimes(0.01, 0.011, 0.02, 1.6) for _ in range(5)]      # claims 10 us, the window saw 1.6 ms
+    bound = summarise("s", forged, _calls(2.0), calibration, 2.0, 0.001)
+    assert bound.median_ms == pytest.approx(1.6 - calibration.overhead_ms)
+    assert charged_calls(forged, calibration) == 5 and charged_calls(_calls(1.0), calibration) == 0
+
+
+def test_a_slowed_baseline_does_not_raise_the_speedup() -> None:
+    calibration = Calibration.of(_calls(2.0))
+    slowed = summarise("s", _calls(1.0), _calls(6.0), calibration, baseline_clean_ms=2.0, floor_ms=0.1)
+    assert slowed.baseline_median_ms == pytest.approx(2.0) and slowed.speedup == pytest.approx(2.0)
+
+
+def test_under_floor_is_flagged() -> None:
+    calibration = Calibration.of(_calls(2.0))
+    too_fast = summarise("s", _calls(0.05), _calls(2.0), calibration, 2.0, floor_ms=0.1)
     assert any(f.startswith("under-floor") for f in too_fast.flags)
 
 

@@ -1,0 +1,171 @@
+"""What an evaluator keeps across candidates: trusted memory, the baseline runner, and per shape
+the launch buffers, the secret timed-input sets and the baseline's calibration.
+
+The baseline (the task's naive seed) runs in its own long-lived runner process that never loads
+candidate code, so no candidate can patch or starve it from inside.  Its "clean" time per shape
+is measured while no candidate code is loaded anywhere (before a candidate's first call, every
+``clean_refresh`` candidates); a candidate's speedup uses the lower of that and the baseline's
+time interleaved with the candidate (profile.summarise).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..runner.harness import RunnerProcess
+from ..runner.sandbox import SandboxPolicy
+from ..runner.supply import scratch_root
+from ..tasks import Shape, Task
+from . import library
+from .inputs import Slot, TimedInputs, reference
+from .memory import TrustedMemory
+from .profile import CallTimes
+
+log = logging.getLogger(__name__)
+
+#: Trusted baseline calls kept per shape for the calibration of the credited time.
+CALIBRATION_POOL = 64
+
+
+@dataclass
+class ShapeBench:
+    """One benchmark shape: buffers for the candidate and for the baseline, timed inputs, and
+    the baseline's trusted calls (``calibration``) and clean median."""
+
+    shape: Shape
+    candidate_slot: Slot
+    baseline_slot: Slot
+    inputs: TimedInputs
+    calibration: collections.deque = field(default_factory=lambda: collections.deque(maxlen=CALIBRATION_POOL))
+    clean_ms: float = 0.0
+    clean_at_candidate: int = -1
+    library_ms: float = 0.0
+
+
+def timed_call(runner: RunnerProcess, slot: Slot, lib: str, inputs: dict[str, Any],
+               timeout_s: float) -> tuple[dict[str, Any], CallTimes | None, dict[str, Any] | None]:
+    """Load ``inputs`` into ``slot``, have ``runner`` call ``lib`` on it, copy the outputs out.
+    The trusted window runs from just before the command to the end of that copy."""
+    slot.load(inputs)
+    start = time.perf_counter()
+    reply = runner.send({"op": "call", "slot": slot.name, "lib": lib, "scalars": slot.scalars, "flush": True},
+                        timeout_s)
+    if "error" in reply or reply["rc"] != 0 or reply["last_error"] != 0:
+        return reply, None, None
+    captured = slot.capture()
+    window_ms = (time.perf_counter() - start) * 1e3
+    return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
+                            window_ms), captured
+
+
+def call_error(reply: dict[str, Any]) -> str | None:
+    """What went wrong in a call reply, or None."""
+    if "error" in reply:
+        return f"{reply.get('cuda_error') or 'error'}: {reply['error']}"
+    if reply["rc"] != 0 or reply["last_error"] != 0:
+        return (f"launch returned {reply['rc']}, last CUDA error {reply['last_error']} "
+                f"{reply.get('last_error_name', '')}").strip()
+    return None
+
+
+class Workbench:
+    """Per-evaluator resources shared by its candidates' sessions."""
+
+    def __init__(self, task: Task, memory: TrustedMemory, job: Callable[[str], str], extra_files: tuple[Path, ...],
+                 baseline_binary: Callable[[], bytes], clean_refresh: int, measure_library: bool,
+                 policy: SandboxPolicy | None = None) -> None:
+        self.task, self.memory, self.policy = task, memory, policy
+        self._job, self._extra_files, self._baseline_binary = job, extra_files, baseline_binary
+        self.clean_refresh, self.measure_library = clean_refresh, measure_library
+        self._validation: dict[str, Slot] = {}
+        self._shapes: dict[str, ShapeBench] = {}
+        self._baseline: tuple[Path, RunnerProcess] | None = None
+        self._attached: set[str] = set()
+        self.candidates = 0
+
+    # -- the baseline runner ------------------------------------------------------------------
+    @property
+    def baseline_runner(self) -> RunnerProcess:
+        """The trusted baseline runner (started, or restarted if it died)."""
+        if self._baseline is not None and self._baseline[1].proc.poll() is None:
+            return self._baseline[1]
+        self._stop_baseline()
+        work = Path(tempfile.mkdtemp(prefix="evo-fsr-base-", dir=scratch_root()))
+        (work / "job.json").write_text(self._job("baseline"))
+        (work / "baseline.so").write_bytes(self._baseline_binary())
+        self._baseline = (work, RunnerProcess(work, policy=self.policy, extra_files=self._extra_files))
+        self._attached = set()
+        return self._baseline[1]
+
+    def attach_baseline(self, slot: Slot) -> RunnerProcess:
+        runner = self.baseline_runner
+        if slot.name not in self._attached:
+            reply = runner.send(slot.attach_message(), 60)
+            if "error" in reply:
+                raise RuntimeError(f"the baseline runner could not attach {slot.name}: {reply['error']}")
+            self._attached.add(slot.name)
+        return runner
+
+    def _stop_baseline(self) -> None:
+        if self._baseline is not None:
+            self._baseline[1].close()
+            shutil.rmtree(self._baseline[0], ignore_errors=True)
+            self._baseline = None
+
+    # -- buffers --------------------------------------------------------------------------------
+    def validation_slot(self, shape: Shape) -> Slot:
+        key = shape.label
+        if key not in self._validation:
+            self._validation[key] = Slot(self.memory, self.task, shape, f"v:{key}")
+        return self._validation[key]
+
+    def shape_bench(self, shape: Shape) -> ShapeBench:
+        key = shape.label
+        if key not in self._shapes:
+            self._shapes[key] = ShapeBench(shape, Slot(self.memory, self.task, shape, f"c:{key}"),
+                                           Slot(self.memory, self.task, shape, f"b:{key}"),
+                                           TimedInputs(self.task, shape, self.memory.xp))
+        return self._shapes[key]
+
+    # -- clean baseline times (no candidate code loaded anywhere) --------------------------------
+    def refresh_clean(self, shapes: tuple[Shape, ...], calls: int, timeout_s: float) -> None:
+        """Before a candidate's code is loaded: the baseline's clean time of every shape that has
+        none, or whose is ``clean_refresh`` candidates old; and the library's time, once."""
+        for shape in shapes:
+            bench = self.shape_bench(shape)
+            if bench.clean_at_candidate >= 0 and self.candidates - bench.clean_at_candidate < self.clean_refresh:
+                continue
+            runner = self.attach_baseline(bench.baseline_slot)
+            times = []
+            for _ in range(calls + 1):                # the first call warms up
+                reply, call, _ = timed_call(runner, bench.baseline_slot, "baseline", bench.inputs.next(), timeout_s)
+                if call is None:
+                    raise RuntimeError(f"the naive seed failed on {shape.label}: {call_error(reply)}")
+                times.append(call)
+            bench.calibration.extend(times[1:])
+            bench.clean_ms = statistics.median(t.event_ms for t in times[1:])
+            bench.clean_at_candidate = self.candidates
+            if self.measure_library and bench.library_ms == 0.0:
+                bench.library_ms = self._library_ms(bench)
+
+    def _library_ms(self, bench: ShapeBench) -> float:
+        host = bench.inputs.first_base_host()
+        xp = self.memory.xp
+        expected = reference(self.task, {k: xp.asarray(v) for k, v in host.items()}, bench.shape, xp)
+        ms = library.library_median_ms(self.task, bench.shape, host, expected)
+        return float(ms or 0.0)
+
+    def close(self) -> None:
+        self._stop_baseline()
+        for slot in [*self._validation.values(), *(b.candidate_slot for b in self._shapes.values()),
+                     *(b.baseline_slot for b in self._shapes.values())]:
+            slot.free()
+        self._validation.clear()
+        self._shapes.clear()

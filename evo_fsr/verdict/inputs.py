@@ -1,0 +1,161 @@
+"""Inputs, launch buffers and references (trusted side).
+
+- ``Slot``: the launch buffers of one shape, owned by the evaluator (``memory.py``) and lent to
+  one runner: inputs written and outputs NaN-poisoned before every call, outputs copied into
+  private arrays after it, inputs compared with the evaluator's own copy.
+- ``TimedInputs``: fresh content for every timed call of a benchmark shape.  Two base sets per
+  shape are drawn from the task's benchmark distribution with secret seeds (never a public seed);
+  each timed call gets an element-wise random mix of the two, each rotated by a secret offset,
+  under a secret per-call mask.  The multiset of values changes with every call, so order- and
+  rotation-invariant outputs (sums, sorts, histograms, top-k) change too, and no earlier call's
+  answer is this call's.  Tasks whose inputs are not element-wise exchangeable declare
+  ``timed_inputs: regenerate`` and get ``make_inputs`` with a fresh secret seed per call.
+"""
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import numpy as np
+
+from ..tasks import Shape, Task
+from .memory import Block, TrustedMemory
+
+NP_DTYPES = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "bfloat16": "<u2", "int8": "i1",
+             "uint8": "u1", "int32": "<i4", "uint32": "<u4", "int64": "<i8"}
+POISON_BYTE = 0xFF          # float NaN; -1 for signed integers
+INPUT_ROLES = ("input", "inout")
+OUTPUT_ROLES = ("output", "inout")
+
+
+def np_dtype(dtype: str) -> np.dtype:
+    return np.dtype(NP_DTYPES[dtype])
+
+
+def scalars_of(task: Task, shape: Shape) -> dict[str, int | float]:
+    return {a.name: (int(a.value(shape.env)) if a.dtype.startswith("int") else float(a.value(shape.env)))
+            for a in task.args if a.role == "scalar" and a.value is not None}
+
+
+def make_case(task: Task, shape: Shape, seed: int, case: str | None = None) -> dict[str, np.ndarray]:
+    """Inputs of one call from the task's generator, checked against the declared signature."""
+    inputs = task.make_inputs(shape.env, np.random.default_rng(seed), case or shape.case)
+    for arg in task.args:
+        if arg.role in INPUT_ROLES:
+            array = inputs.get(arg.name)
+            want = np_dtype(arg.dtype)
+            if array is None or array.dtype != want or array.shape != arg.dims_of(shape.env):
+                raise RuntimeError(f"task {task.name}: make_inputs gave {arg.name} as "
+                                   f"{getattr(array, 'dtype', None)} {getattr(array, 'shape', None)}, "
+                                   f"declared {want} {arg.dims_of(shape.env)}")
+    return inputs
+
+
+class Slot:
+    """The launch buffers of one shape for one runner, in trusted memory."""
+
+    def __init__(self, memory: TrustedMemory, task: Task, shape: Shape, name: str) -> None:
+        self.memory, self.task, self.shape, self.name = memory, task, shape, name
+        self.blocks: dict[str, Block] = {}
+        self.views: dict[str, Any] = {}
+        for arg in task.args:
+            if not arg.is_buffer:
+                continue
+            dims = arg.dims_of(shape.env)
+            dtype = np_dtype(arg.dtype)
+            block = memory.alloc(int(np.prod(dims, dtype=np.int64)) * dtype.itemsize)
+            self.blocks[arg.name] = block
+            self.views[arg.name] = memory.view(block, dtype, dims)
+        self.scalars = scalars_of(task, shape)
+
+    def attach_message(self) -> dict[str, Any]:
+        return {"op": "attach", "slot": self.name,
+                "buffers": [{"name": k, "handle": b.handle, "nbytes": b.nbytes} for k, b in self.blocks.items()]}
+
+    def load(self, inputs: dict[str, Any]) -> None:
+        """Inputs in, outputs and workspaces poisoned; returns once the device has them."""
+        xp = self.memory.xp
+        for arg in self.task.args:
+            if not arg.is_buffer:
+                continue
+            view = self.views[arg.name]
+            if arg.role in INPUT_ROLES:
+                view[...] = xp.asarray(inputs[arg.name])
+            elif view.size:
+                view.reshape(-1).view(xp.uint8)[...] = POISON_BYTE
+        self.memory.synchronize()
+
+    def capture(self) -> dict[str, Any]:
+        """Private copies of the outputs, and the read-only inputs as they are now (``after:``)."""
+        xp = self.memory.xp
+        taken = {a.name: xp.array(self.views[a.name], copy=True) for a in self.task.args if a.role in OUTPUT_ROLES}
+        taken.update({"after:" + a.name: xp.array(self.views[a.name], copy=True)
+                      for a in self.task.args if a.role == "input"})
+        self.memory.synchronize()
+        return taken
+
+    def free(self) -> None:
+        for block in self.blocks.values():
+            self.memory.free(block)
+        self.blocks.clear()
+        self.views.clear()
+
+
+def _mask(xp: Any, n: int, seed: int) -> Any:
+    """A secret pseudo-random bit per element (splitmix64 of index and seed)."""
+    h = xp.arange(n, dtype=xp.uint64) + xp.uint64(seed & 0xFFFFFFFFFFFFFFFF)
+    h = h * xp.uint64(0x9E3779B97F4A7C15)
+    h = (h ^ (h >> xp.uint64(30))) * xp.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> xp.uint64(27))) * xp.uint64(0x94D049BB133111EB)
+    h = h ^ (h >> xp.uint64(31))
+    return (h >> xp.uint64(63)).astype(xp.bool_)
+
+
+def mix(xp: Any, a: Any, b: Any, shift_a: int, shift_b: int, seed: int) -> Any:
+    """Element i is a[(i + shift_a) % n] or b[(i + shift_b) % n], chosen by a secret mask."""
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    n = flat_a.size
+    if n == 0:
+        return a.copy()
+    out = xp.where(_mask(xp, n, seed), xp.roll(flat_a, -(shift_a % n)), xp.roll(flat_b, -(shift_b % n)))
+    return out.reshape(a.shape)
+
+
+class TimedInputs:
+    """Fresh, secret input content for each timed call of one benchmark shape."""
+
+    def __init__(self, task: Task, shape: Shape, xp: Any) -> None:
+        self.task, self.shape, self.xp = task, shape, xp
+        self.case = task.distributions[0] if getattr(task, "distributions", ()) else shape.case
+        self.regenerate = getattr(task, "timed_inputs", "mix") == "regenerate"
+        self._rng = secrets.SystemRandom()
+        self.bases: list[dict[str, Any]] = []
+        if not self.regenerate:
+            for _ in range(2):
+                host = make_case(task, shape, secrets.randbits(63), self.case)
+                self.bases.append({k: xp.asarray(v) for k, v in host.items()})
+
+    def first_base_host(self) -> dict[str, np.ndarray]:
+        """A host copy of one base set (for the library timing, which wants NumPy inputs)."""
+        if self.bases:
+            host = (lambda v: v) if self.xp is np else self.xp.asnumpy
+            return {k: host(v) for k, v in self.bases[0].items()}
+        return make_case(self.task, self.shape, secrets.randbits(63), self.case)
+
+    def next(self) -> dict[str, Any]:
+        """The inputs of the next call (private arrays; the caller copies them into a slot)."""
+        if self.regenerate:
+            host = make_case(self.task, self.shape, secrets.randbits(63), self.case)
+            return {k: self.xp.asarray(v) for k, v in host.items()}
+        a, b = self.bases
+        fresh = {}
+        for name, base in a.items():
+            size = max(int(base.size), 1)
+            fresh[name] = mix(self.xp, base, b[name], self._rng.randrange(size), self._rng.randrange(size),
+                              self._rng.getrandbits(63))
+        return fresh
+
+
+def reference(task: Task, inputs: dict[str, Any], shape: Shape, xp: Any) -> dict[str, Any]:
+    """float64 reference outputs as ``xp`` arrays (NumPy on the CPU, CuPy on the GPU)."""
+    return {k: xp.asarray(v) for k, v in task.reference(inputs, shape.env, xp=xp).items()}

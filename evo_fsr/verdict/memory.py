@@ -1,0 +1,71 @@
+"""Device memory owned by the trusted evaluator and lent to runners through CUDA IPC.
+
+Every buffer a runner passes to ``launch`` is allocated here, in the evaluator's own CUDA context
+(CuPy).  The runner opens it with the allocation's IPC handle; the evaluator writes the inputs,
+poisons the outputs, and after the runner's reply copies the outputs into private arrays, which
+no runner has a handle to.  So the outputs that are judged are read from memory the evaluator
+owns, at a moment it chooses, and the inputs it checks are its own copies.
+
+``TrustedMemory`` is the contract; ``CupyMemory`` is the real one.  The CPU tests use
+``evo_fsr.testing.fake_device.SharedFileMemory`` (host memory in shared files, the same IPC
+round trip through the runner's fake runtime).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Block:
+    """One allocation: its address in the evaluator's context, size, and IPC handle (hex)."""
+
+    ptr: int
+    nbytes: int
+    handle: str
+
+
+class TrustedMemory(Protocol):
+    xp: Any                                   # the array module of ``view`` (cupy or numpy)
+
+    def alloc(self, nbytes: int) -> Block: ...
+    def free(self, block: Block) -> None: ...
+    def view(self, block: Block, dtype: np.dtype, shape: tuple[int, ...]) -> Any: ...
+    def synchronize(self) -> None: ...
+
+
+class CupyMemory:
+    """Whole allocations (cudaMalloc, not CuPy's pool: an IPC handle names an allocation's base)
+    on the current device, viewed as CuPy arrays."""
+
+    def __init__(self) -> None:
+        import cupy  # noqa: PLC0415 - the trusted evaluator process only
+
+        self.xp = cupy
+        self._cupy = cupy
+
+    def alloc(self, nbytes: int) -> Block:
+        rt = self._cupy.cuda.runtime
+        ptr = int(rt.malloc(max(int(nbytes), 1)))
+        handle = bytes(rt.ipcGetMemHandle(ptr))
+        return Block(ptr, int(nbytes), handle.hex())
+
+    def free(self, block: Block) -> None:
+        self._cupy.cuda.runtime.free(block.ptr)
+
+    def view(self, block: Block, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+        cupy = self._cupy
+        memory = cupy.cuda.UnownedMemory(block.ptr, max(block.nbytes, 1), self)
+        return cupy.ndarray(shape, dtype=dtype, memptr=cupy.cuda.MemoryPointer(memory, 0))
+
+    def synchronize(self) -> None:
+        self._cupy.cuda.runtime.deviceSynchronize()
+
+
+def make_memory(kind: str = "cuda") -> TrustedMemory:
+    if kind == "fake":
+        from ..testing.fake_device import SharedFileMemory  # noqa: PLC0415 - CPU tests only
+        return SharedFileMemory()
+    return CupyMemory()

@@ -1,0 +1,289 @@
+"""One candidate's run through the verdict stages, on its own runner, against the workbench.
+
+1. validation: every (shape, distribution) of the task's validation plan, fresh secret inputs,
+   outputs poisoned, inputs checked unchanged, float64 reference; the first mismatch ends it;
+2. determinism: each validation shape's first inputs again; the outputs must equal the first run
+   bitwise, or within the task's tolerance where the task says so (atomics reorder sums);
+3. benchmark: per shape, a warm-up call, then a number of timed calls fixed before timing; every
+   timed call has fresh secret inputs and is checked; the trusted baseline runner is timed
+   interleaved (one call every ``baseline_every``); credited times as in profile.py.
+A wall-clock budget bounds the whole candidate; past it the verdict is TIMEOUT.
+"""
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ..runner.harness import ProtocolViolation, RunnerDied, RunnerProcess, RunnerTimeout
+from ..runner.libraries import vendor_libraries_of
+from ..tasks import Shape
+from ..types import GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
+from . import profile
+from .bench import Workbench, call_error, timed_call
+from .inputs import make_case, reference
+from .validate import check_outputs, compare_inputs_unchanged
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Status
+    summary: str
+    reason: str = ""                       # rejection code (EvalResult.reason)
+    mismatch: Mismatch | None = None
+    timings: tuple[ShapeTiming, ...] = ()
+
+
+@dataclass
+class Stages:
+    """What a session records besides its verdict: wall seconds per stage, counters, logs."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
+    logs: list[tuple[str, str]] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + n
+
+
+class _Stop(Exception):
+    def __init__(self, verdict: Verdict) -> None:
+        self.verdict = verdict
+
+
+def validation_plan(task: Any, seeds: int) -> tuple[tuple[Shape, str], ...]:
+    plan = getattr(task, "validation_plan", None)
+    if plan is not None:
+        return tuple(plan(seeds))
+    return tuple((shape, shape.case) for shape in task.validation for _ in range(seeds))
+
+
+class Session:
+    def __init__(self, bench: Workbench, config: Any, gpu: GpuInfo, runner: RunnerProcess,
+                 shapes: tuple[Shape, ...], stages: Stages, quiet: Callable[[], None] = lambda: None) -> None:
+        self.bench, self.cfg, self.gpu, self.runner, self.shapes = bench, config, gpu, runner, shapes
+        self.quiet = quiet
+        self.task = bench.task
+        self.stages = stages
+        self.deadline = time.monotonic() + config.candidate_budget_s
+        self.where = "starting"
+        self.attached: set[str] = set()
+        self.vendor_libraries: tuple[str, ...] = ()
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _timeout(self, command_s: float) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise _Stop(Verdict(Status.TIMEOUT, f"timeout: wall-clock budget of {self.cfg.candidate_budget_s:g} s "
+                                                f"spent ({self.where})", "timeout:budget"))
+        return min(command_s, left)
+
+    def _send(self, message: dict[str, Any], command_s: float) -> dict[str, Any]:
+        return self.runner.send(message, self._timeout(command_s))
+
+    def _attach(self, slot: Any) -> None:
+        if slot.name not in self.attached:
+            reply = self._send(slot.attach_message(), 60)
+            if "error" in reply:
+                raise _Stop(Verdict(Status.CRASH, f"crash: could not map the evaluator's buffers: {reply['error']}",
+                                    "crash"))
+            self.attached.add(slot.name)
+
+    def _check(self, captured: dict[str, Any], inputs: dict[str, Any], expected: dict[str, Any], shape: Shape,
+               xp: Any) -> Mismatch | None:
+        read_only = {a.name: xp.asarray(inputs[a.name]) for a in self.task.args if a.role == "input"}
+        changed = compare_inputs_unchanged(read_only, {k: captured["after:" + k] for k in read_only}, shape.label, xp)
+        if changed:
+            return changed
+        outputs = {k: v for k, v in captured.items() if not k.startswith("after:")}
+        return check_outputs(outputs, expected, inputs, shape.env, self.task.tol, shape.label,
+                             exact=self.task.precision == "exact", custom_compare=self.task.custom_compare, xp=xp)
+
+    def _check_libraries(self) -> None:
+        """Vendor libraries mapped into the runner (read from outside, in /proc)."""
+        found, problem = vendor_libraries_of(self.runner.pid)
+        if problem:
+            raise _Stop(Verdict(Status.CRASH, f"crash: {problem}", "crash:sandbox-violation"))
+        if found and not self.cfg.allow_vendor_libraries:
+            raise _Stop(Verdict(Status.CRASH, f"crash: vendor library loaded without opt-in: {', '.join(found)}",
+                                "crash:vendor-library"))
+        self.vendor_libraries = tuple(sorted(set(self.vendor_libraries) | set(found)))
+
+    # -- the stages ---------------------------------------------------------------------------
+    def run(self) -> Verdict:
+        try:
+            with self.stages.stage("startup"):
+                self.runner.ready()
+            self._validate()
+            self._check_libraries()
+            if not self.cfg.profile:
+                return Verdict(Status.OK, f"correct on {len(self.task.validation)} validation shapes (not timed)")
+            return self._benchmark()
+        except _Stop as stop:
+            return stop.verdict
+        except ProtocolViolation as exc:
+            return Verdict(Status.CRASH, f"crash: {exc} ({self.where})", "crash:sandbox-violation")
+        except RunnerTimeout as exc:
+            return Verdict(Status.TIMEOUT, f"timeout: {exc} ({self.where})", "timeout")
+        except RunnerDied as exc:
+            reason = "crash:sandbox-violation" if exc.returncode == -31 else "crash"      # -SIGSYS: seccomp
+            return Verdict(Status.CRASH, f"crash: {exc} ({self.where})", reason)
+
+    def _call(self, slot: Any, inputs: dict[str, Any], command_s: float) -> tuple[Any, dict[str, Any]]:
+        timeout = self._timeout(command_s)
+        try:
+            reply, times, captured = timed_call(self.runner, slot, "candidate", inputs, timeout)
+        except RunnerTimeout:
+            if timeout < command_s:
+                raise _Stop(Verdict(Status.TIMEOUT, f"timeout: wall-clock budget of {self.cfg.candidate_budget_s:g} "
+                                                    f"s spent ({self.where})", "timeout:budget")) from None
+            raise
+        error = call_error(reply)
+        if error is not None:
+            raise _Stop(Verdict(Status.CRASH, f"crash: {error} ({self.where})", "crash"))
+        return times, captured
+
+    def _validate(self) -> None:
+        firsts: dict[str, tuple[Shape, dict[str, np.ndarray], dict[str, Any]]] = {}
+        with self.stages.stage("validate"):
+            for shape, case in validation_plan(self.task, self.cfg.validation_seeds):
+                self.where = f"validation shape {shape.label} ({case})"
+                slot = self.bench.validation_slot(shape)
+                self._attach(slot)
+                inputs = make_case(self.task, shape, secrets.randbits(63), case)
+                _, captured = self._call(slot, inputs, self.cfg.validation_timeout_s)
+                self.stages.count("validation_launches")
+                host = _to_host(captured)
+                mismatch = self._check(host, inputs, reference(self.task, inputs, shape, np), shape, np)
+                if mismatch:
+                    raise _Stop(Verdict(Status.WRONG, f"wrong result: {mismatch.describe()}", _reason(mismatch),
+                                        mismatch))
+                firsts.setdefault(shape.label, (shape, inputs, host))
+        with self.stages.stage("determinism"):
+            for shape, inputs, first in (firsts.values() if self.cfg.determinism_check else ()):
+                self.where = f"determinism re-run on {shape.label}"
+                _, captured = self._call(self.bench.validation_slot(shape), inputs, self.cfg.validation_timeout_s)
+                mismatch = self._same(shape, first, _to_host(captured))
+                if mismatch:
+                    raise _Stop(Verdict(Status.WRONG, f"wrong result: {mismatch.describe()}", "wrong:nondeterministic",
+                                        mismatch))
+
+    def _same(self, shape: Shape, first: dict[str, Any], again: dict[str, Any]) -> Mismatch | None:
+        """Bitwise equality, or for ``determinism: tolerance`` tasks, the task's tolerance
+        between the two runs (a race moves results by far more than reordered rounding)."""
+        outputs = [k for k in first if not k.startswith("after:")]
+        if getattr(self.task, "determinism", "bitwise") == "bitwise" or self.task.precision == "exact":
+            for name in outputs:
+                a, b = first[name].reshape(-1), again[name].reshape(-1)
+                differ = np.flatnonzero(a.view(np.uint8) != b.view(np.uint8))
+                if differ.size:
+                    i = int(differ[0]) // a.dtype.itemsize
+                    index = tuple(int(v) for v in np.unravel_index(i, first[name].shape))
+                    return Mismatch(shape.label, name, index, float(b[i]), float(a[i]),
+                                    "non-deterministic: a second run on the same inputs differs "
+                                    "(data race or uninitialised read?)")
+            return None
+        for name in outputs:
+            found = check_outputs({name: again[name]}, {name: first[name].astype(np.float64)}, {}, shape.env,
+                                  self.task.tol, shape.label, exact=False)
+            if found:
+                return Mismatch(found.shape_label, found.output, found.index, found.got, found.expected,
+                                "non-deterministic beyond the tolerance: a second run on the same inputs differs "
+                                f"by more than reordered rounding ({found.reason})")
+        return None
+
+    def _benchmark(self) -> Verdict:
+        cfg, xp = self.cfg, self.bench.memory.xp
+        timings: list[ShapeTiming] = []
+        charged = 0
+        with self.stages.stage("quiet"):
+            self.quiet()
+        for shape in self.shapes:
+            self.where = f"benchmark shape {shape.label}"
+            sb = self.bench.shape_bench(shape)
+            self._attach(sb.candidate_slot)
+            baseline = self.bench.attach_baseline(sb.baseline_slot)
+            with self.stages.stage("warmup"):
+                first = self._checked_call(sb, shape, xp, cfg.benchmark_timeout_s, first_call=True)
+                base_first = self._baseline_call(baseline, sb)
+            # the number of timed calls is fixed here, before any of them
+            per_call_s = (first.window_ms + base_first.window_ms / cfg.baseline_every) / 1e3
+            calls = int(min(cfg.max_trials, max(cfg.min_trials, cfg.time_budget_s / max(per_call_s, 1e-6))))
+            cand_calls, base_calls = [], []
+            with self.stages.stage("timing"):
+                for i in range(calls):
+                    baseline_turn = i % cfg.baseline_every == 0
+                    baseline_first = (i // cfg.baseline_every) % 2 == 0      # alternate the order
+                    if baseline_turn and baseline_first:
+                        base_calls.append(self._baseline_call(baseline, sb))
+                    cand_calls.append(self._checked_call(sb, shape, xp, cfg.benchmark_timeout_s))
+                    if baseline_turn and not baseline_first:
+                        base_calls.append(self._baseline_call(baseline, sb))
+            self.stages.count("timed_calls", len(cand_calls))
+            self.stages.seconds["timed_gpu"] = self.stages.seconds.get("timed_gpu", 0.0) + sum(
+                c.event_all_ms for c in cand_calls + base_calls) / 1e3
+            sb.calibration.extend(base_calls)
+            calibration = profile.Calibration.of(list(sb.calibration))
+            charged += profile.charged_calls(cand_calls, calibration)
+            floor = profile.speed_of_light_ms(self.task.flops_of(shape), self.task.bytes_of(shape), self.gpu,
+                                              self.task.precision)
+            timings.append(profile.summarise(shape.label, cand_calls, base_calls, calibration, sb.clean_ms,
+                                             floor, sb.library_ms))
+        self._check_libraries()
+        self.stages.count("charged_calls", charged)
+        flagged = [f"{t.shape_label}: {flag}" for t in timings for flag in t.flags]
+        if flagged:
+            self.stages.logs.append(("profile", "\n".join(flagged)))
+            return Verdict(Status.FLAGGED, f"timing not credible: {flagged[0]}", "flagged:under-floor",
+                           timings=tuple(timings))
+        geomean = geometric_mean([t.speedup for t in timings])
+        return Verdict(Status.OK, f"correct; {geomean:.3g}x geomean speedup over naive on {len(timings)} shapes",
+                       timings=tuple(timings))
+
+    def _baseline_call(self, baseline: RunnerProcess, sb: Any) -> profile.CallTimes:
+        reply, times, _ = timed_call(baseline, sb.baseline_slot, "baseline", sb.inputs.next(),
+                                     self.cfg.benchmark_timeout_s)
+        if times is None:
+            raise RuntimeError(f"the naive seed failed while timing {sb.shape.label}: {call_error(reply)}")
+        return times
+
+    def _checked_call(self, sb: Any, shape: Shape, xp: Any, command_s: float,
+                      first_call: bool = False) -> profile.CallTimes:
+        inputs = sb.inputs.next()
+        times, captured = self._call(sb.candidate_slot, inputs, command_s)
+        with self.stages.stage("timed_check"):
+            mismatch = self._check(captured, inputs, reference(self.task, inputs, shape, xp), shape, xp)
+        if mismatch is None:
+            return times
+        if mismatch.output.startswith("input:"):
+            raise _Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape: {mismatch.describe()}",
+                                "wrong:input-modified", mismatch))
+        if first_call:
+            raise _Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape: {mismatch.describe()}",
+                                "wrong:benchmark-shape", mismatch))
+        raise _Stop(Verdict(Status.WRONG, "wrong result while timing (outputs cached across calls, work skipped, "
+                                          f"or a race?): {mismatch.describe()}", "wrong:timed-calls", mismatch))
+
+
+def _to_host(captured: dict[str, Any]) -> dict[str, np.ndarray]:
+    return {k: (v if isinstance(v, np.ndarray) else v.get()) for k, v in captured.items()}
+
+
+def _reason(mismatch: Mismatch) -> str:
+    if mismatch.output.startswith("input:"):
+        return "wrong:input-modified"
+    if mismatch.reason.startswith(("nan", "inf")):
+        return "wrong:unwritten-or-nonfinite"
+    return "wrong:tolerance"

@@ -1,0 +1,103 @@
+"""Host-C "kernels" for the fake device (the verdict protocol end to end on a CPU).
+
+Each implements relu's ``launch(const float* x, float* y, int n, void* stream)`` on host memory
+shared with the evaluator, as a CUDA kernel does on device memory shared through CUDA IPC.
+"""
+
+HONEST = r"""
+int launch(const float* x, float* y, int n, void* stream) {
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return 0;
+}
+"""
+
+SLOW_BASELINE = r"""
+#include <time.h>
+int launch(const float* x, float* y, int n, void* stream) {
+    struct timespec t = {0, 2000000};                 /* 2 ms of "work" */
+    nanosleep(&t, 0);
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return 0;
+}
+"""
+
+HALF_WRITTEN = r"""
+int launch(const float* x, float* y, int n, void* stream) {
+    for (int i = 0; i < n / 2 + 1; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return 0;
+}
+"""
+
+INPUT_MODIFIED = r"""
+int launch(const float* x, float* y, int n, void* stream) {
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    ((float*)x)[0] = 12345.0f;
+    return 0;
+}
+"""
+
+#: right for the first calls of a size, then replays its last output (a cache keyed by size)
+CACHE_BY_SIZE = r"""
+#include <stdlib.h>
+#include <string.h>
+static float* saved = 0; static int saved_n = -1; static int calls = 0;
+int launch(const float* x, float* y, int n, void* stream) {
+    if (n == saved_n && ++calls > 3) { memcpy(y, saved, sizeof(float) * n); return 0; }
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    free(saved); saved = malloc(sizeof(float) * n); memcpy(saved, y, sizeof(float) * n); saved_n = n; calls = calls;
+    return 0;
+}
+"""
+
+#: every run within tolerance, but two runs on the same inputs differ in the last bit
+NONDETERMINISTIC = r"""
+#include <math.h>
+static int seen[64]; static int count = 0;
+int launch(const float* x, float* y, int n, void* stream) {
+    int first = 1;                                   /* the first call of each size is one ulp off */
+    for (int k = 0; k < count; ++k) if (seen[k] == n) first = 0;
+    if (first && count < 64) seen[count++] = n;
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    for (int i = 0; i < n; ++i) if (first && y[i] > 0.0f) { y[i] = nextafterf(y[i], 2.0f * y[i]); break; }
+    return 0;
+}
+"""
+
+#: sleeps on every call; the per-candidate wall-clock budget ends it
+SLEEPER = r"""
+#include <time.h>
+int launch(const float* x, float* y, int n, void* stream) {
+    struct timespec t = {0, 400000000};
+    nanosleep(&t, 0);
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return 0;
+}
+"""
+
+
+def forged_reply(line: str) -> str:
+    """Writes ``line`` on the reply pipe (the fd after the workdir and the command fd) as well as computing."""
+    escaped = line.replace("\\", "\\\\").replace('"', '\\"')
+    return r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static int reply_fd(void) {
+    char buf[4096]; FILE* f = fopen("/proc/self/cmdline", "rb"); if (!f) return -1;
+    size_t len = fread(buf, 1, sizeof buf - 1, f); fclose(f); buf[len] = 0;
+    int arg = 0, script = -1;
+    for (size_t i = 0; i < len; i += strlen(buf + i) + 1, ++arg) {
+        size_t l = strlen(buf + i);
+        if (l >= 9 && strcmp(buf + i + l - 9, "runner.py") == 0) script = arg;
+        if (script >= 0 && arg == script + 3) return atoi(buf + i);      /* WORKDIR CMD_FD REPLY_FD */
+    }
+    return -1;
+}
+int launch(const float* x, float* y, int n, void* stream) {
+    const char* line = "%LINE%";
+    int fd = reply_fd(); if (fd >= 0) { write(fd, line, strlen(line)); }
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return 0;
+}
+""".replace("%LINE%", escaped)

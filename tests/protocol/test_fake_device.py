@@ -1,0 +1,87 @@
+"""The verdict protocol end to end on a CPU: a real evaluator, real runner processes, buffers
+shared between them (the fake device stands in for CUDA IPC), host-C kernels.  Each rejection
+here fails when the defence that produces it is removed (see each test's docstring)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from evo_fsr.tasks import get_task
+from evo_fsr.types import Candidate, Status
+from evo_fsr.verdict.evaluate import EvalConfig, Evaluator
+
+from . import kernels
+
+pytestmark = pytest.mark.skipif(not __import__("shutil").which("gcc"), reason="gcc is needed for host kernels")
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    task = get_task("relu")
+    shapes = (task.make_shape({"n": 20011}, "bench"),)
+    config = EvalConfig(device="fake", shapes=shapes, probe_bytes=1 << 20, library=False, cache_dir=None,
+                        min_trials=6, max_trials=6, time_budget_s=0.05, clean_calls=4, validation_seeds=1,
+                        candidate_budget_s=30.0, baseline_source=kernels.HONEST)
+    ev = Evaluator(task, config)
+    yield ev
+    ev.close()
+
+
+def judge(ev: Evaluator, source: str):
+    return ev.evaluate(Candidate(task="relu", source=source))
+
+
+def test_honest_kernel_is_ok_with_no_false_speedup(evaluator):
+    result = judge(evaluator, kernels.HONEST)
+    assert result.status is Status.OK, result.summary
+    assert result.timings and result.timings[0].trials == 6
+    assert 0.1 < result.geomean_speedup < 10.0
+    counters = dict(result.counters)
+    assert counters["timed_calls"] == 6 and counters["validation_launches"] >= len(evaluator.task.validation)
+
+
+def test_unwritten_outputs_fail_because_outputs_are_poisoned(evaluator):
+    """Fails if outputs are not NaN-poisoned before each call (the half not written would hold
+    the previous call's, correct, values)."""
+    result = judge(evaluator, kernels.HALF_WRITTEN)
+    assert result.status is Status.WRONG and result.rejection == "wrong:unwritten-or-nonfinite", result.summary
+
+
+def test_modified_input_is_caught(evaluator):
+    """Fails if the inputs are not compared with the evaluator's own copy after each call."""
+    result = judge(evaluator, kernels.INPUT_MODIFIED)
+    assert result.rejection == "wrong:input-modified", result.summary
+
+
+def test_cache_by_size_is_caught_on_timed_calls(evaluator):
+    """Fails if timed calls are not checked, or see repeated inputs."""
+    result = judge(evaluator, kernels.CACHE_BY_SIZE)
+    assert result.status is Status.WRONG, result.summary
+    assert result.rejection in ("wrong:timed-calls", "wrong:benchmark-shape", "wrong:nondeterministic"), result.summary
+
+
+def test_nondeterminism_is_caught_by_the_rerun(evaluator):
+    """Fails if the determinism re-run is removed: every run is within tolerance (one element one
+    ulp off on odd calls), but a re-run on the same inputs differs bitwise (relu is bitwise)."""
+    result = judge(evaluator, kernels.NONDETERMINISTIC)
+    assert result.rejection == "wrong:nondeterministic", result.summary
+
+
+def test_forged_reply_is_a_sandbox_violation(evaluator):
+    result = judge(evaluator, kernels.forged_reply('{"op": "call", "id": 1, "rc": 0}\\n'))
+    assert result.status is Status.CRASH and result.rejection == "crash:sandbox-violation", result.summary
+
+
+def test_garbage_on_the_reply_pipe_is_a_sandbox_violation(evaluator):
+    result = judge(evaluator, kernels.forged_reply("not json at all\\n"))
+    assert result.rejection == "crash:sandbox-violation", result.summary
+
+
+def test_wall_clock_budget_ends_a_slow_candidate(evaluator):
+    budget = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, candidate_budget_s=1.5))
+    try:
+        result = judge(budget, kernels.SLEEPER)
+    finally:
+        budget.close()
+    assert result.status is Status.TIMEOUT and result.rejection == "timeout:budget", result.summary
