@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -83,7 +84,6 @@ class RunnerProcess:
             os.close(cmd_r)
             os.close(reply_w)
         self._buffer = b""
-        self._next_id = 0
         self.started = time.perf_counter()
         self.startup_ms: dict[str, float] = {}    # the runner's own start-up phases (init reply)
         self._init = self._command({"op": protocol.INIT})
@@ -95,8 +95,8 @@ class RunnerProcess:
             self.ready()
 
     def _command(self, message: dict[str, Any]) -> dict[str, Any]:
-        self._next_id += 1
-        return {**message, "id": self._next_id}
+        """The message with a fresh, unpredictable id that its reply must echo."""
+        return {**message, "id": secrets.randbits(48)}
 
     def ready(self) -> None:
         """Await the runner's start-up reply (once); raises RunnerDied / RunnerTimeout."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import secrets
 import shutil
 import statistics
 import tempfile
@@ -24,7 +25,7 @@ from ..runner.sandbox import SandboxPolicy
 from ..runner.supply import scratch_root
 from ..tasks import Shape, Task
 from . import library
-from .inputs import Slot, TimedInputs, reference
+from .inputs import Slot, TimedInputs, make_case, reference
 from .memory import TrustedMemory
 from .profile import CallTimes
 
@@ -47,6 +48,7 @@ class ShapeBench:
     clean_ms: float = 0.0
     clean_at_candidate: int = -1
     library_ms: float = 0.0
+    sweep: dict[str, dict[str, Any]] = field(default_factory=dict)   # distribution -> inputs (device)
 
 
 def timed_call(runner: RunnerProcess, slot: Slot, lib: str, inputs: dict[str, Any],
@@ -133,6 +135,25 @@ class Workbench:
                                            Slot(self.memory, self.task, shape, f"b:{key}"),
                                            TimedInputs(self.task, shape, self.memory.xp))
         return self._shapes[key]
+
+    def allocate(self, validation: tuple[Shape, ...], shapes: tuple[Shape, ...], sweep: bool) -> None:
+        """Every trusted buffer, before any candidate code runs (a candidate that takes the GPU's
+        memory cannot make the evaluator's own allocations fail)."""
+        for shape in validation:
+            self.validation_slot(shape)
+        for shape in shapes:
+            bench = self.shape_bench(shape)
+            if sweep and not bench.sweep:
+                bench.sweep = self._sweep_inputs(shape)
+
+    def _sweep_inputs(self, shape: Shape) -> dict[str, dict[str, Any]]:
+        """One input set per distribution other than the benchmark's, at a benchmark shape, from
+        secret seeds: a kernel that dispatches on the benchmark's sizes to a path that is right
+        only for the benchmark's distribution fails on these (each is used once per candidate)."""
+        xp = self.memory.xp
+        names = tuple(getattr(self.task, "distributions", ()))[1:]
+        return {name: {k: xp.asarray(v) for k, v in make_case(self.task, shape, secrets.randbits(63), name).items()}
+                for name in names}
 
     # -- clean baseline times (no candidate code loaded anywhere) --------------------------------
     def refresh_clean(self, shapes: tuple[Shape, ...], calls: int, timeout_s: float) -> None:

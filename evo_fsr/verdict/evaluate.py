@@ -148,6 +148,8 @@ class Evaluator:
         stages = Stages()
         with stages.stage("reap"):
             self.runners.reap_dying()       # the previous candidate's runner is gone, with its GPU memory
+        with stages.stage("allocate"):
+            bench.allocate(self.task.validation, self.bench_shapes if self.config.profile else (), sweep=True)
         if self.config.profile:
             with stages.stage("clean_baseline"):     # no candidate code is loaded anywhere now
                 self._quiet()

@@ -12,6 +12,7 @@ A wall-clock budget bounds the whole candidate; past it the verdict is TIMEOUT.
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,9 @@ from . import profile
 from .bench import Workbench, call_error, timed_call
 from .inputs import make_case, reference
 from .validate import check_outputs, compare_inputs_unchanged
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,10 @@ class Session:
         except RunnerDied as exc:
             reason = "crash:sandbox-violation" if exc.returncode == -31 else "crash"      # -SIGSYS: seccomp
             return Verdict(Status.CRASH, f"crash: {exc} ({self.where})", reason)
+        except Exception as exc:  # noqa: BLE001 - the trusted side's own GPU work failed (say, out of memory)
+            log.warning("evaluator error while judging a candidate (%s)", self.where, exc_info=True)
+            return Verdict(Status.CRASH, f"crash: the evaluator failed while judging this candidate: "
+                                         f"{type(exc).__name__}: {str(exc)[:200]} ({self.where})", "crash:evaluator")
 
     def _call(self, slot: Any, inputs: dict[str, Any], command_s: float) -> tuple[Any, dict[str, Any]]:
         timeout = self._timeout(command_s)
@@ -204,10 +212,27 @@ class Session:
                                 f"by more than reordered rounding ({found.reason})")
         return None
 
+    def _sweep(self) -> None:
+        """Each benchmark shape once with every other distribution the task allows (untimed)."""
+        xp = self.bench.memory.xp
+        with self.stages.stage("sweep"):
+            for shape in self.shapes:
+                sb = self.bench.shape_bench(shape)
+                self._attach(sb.candidate_slot)
+                for case, inputs in sb.sweep.items():
+                    self.where = f"benchmark shape {shape.label} ({case})"
+                    _, captured = self._call(sb.candidate_slot, inputs, self.cfg.benchmark_timeout_s)
+                    mismatch = self._check(captured, inputs, reference(self.task, inputs, shape, xp), shape, xp)
+                    if mismatch:
+                        raise _Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape ({case} inputs): "
+                                                          f"{mismatch.describe()}", _reason(mismatch), mismatch))
+                    self.stages.count("sweep_calls")
+
     def _benchmark(self) -> Verdict:
         cfg, xp = self.cfg, self.bench.memory.xp
         timings: list[ShapeTiming] = []
         charged = 0
+        self._sweep()
         with self.stages.stage("quiet"):
             self.quiet()
         for shape in self.shapes:
