@@ -45,7 +45,7 @@ class EvalConfig:
     arch: str | None = None                   # nvcc target; None: the GPU's
     validation_seeds: int = 2                 # input sets per validation shape
     determinism_check: bool = True
-    max_trials: int = 50                      # timed calls of the candidate per shape, at most
+    max_trials: int = 30                      # timed calls of the candidate per shape, at most
     min_trials: int = 10                      # and at least (each one checked)
     time_budget_s: float = 2.0                # per shape: sets the number of timed calls, before timing
     baseline_every: int = 3                   # one interleaved baseline call per this many candidate calls

@@ -101,3 +101,22 @@ int launch(const float* x, float* y, int n, void* stream) {
     return 0;
 }
 """.replace("%LINE%", escaped)
+
+
+#: a thread writes a second line on the reply pipe after the real reply went out
+LATE_LINE = forged_reply("").replace("int launch(", r"""
+#include <pthread.h>
+#include <time.h>
+static void* late(void* arg) {
+    struct timespec t = {0, 50000000}; nanosleep(&t, 0);
+    int fd = reply_fd(); if (fd >= 0) write(fd, "{}\n", 3);
+    return 0;
+}
+int launch_unused(""", 1).replace("    const char* line = \"\";\n    int fd = reply_fd(); if (fd >= 0) { write(fd, line, strlen(line)); }\n", "") + r"""
+static int started = 0;
+int launch(const float* x, float* y, int n, void* stream) {
+    if (!started) { pthread_t t; started = 1; pthread_create(&t, 0, late, 0); pthread_detach(t); }
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return 0;
+}
+"""

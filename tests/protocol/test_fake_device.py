@@ -73,8 +73,16 @@ def test_forged_reply_is_a_sandbox_violation(evaluator):
     assert result.status is Status.CRASH and result.rejection == "crash:sandbox-violation", result.summary
 
 
-def test_garbage_on_the_reply_pipe_is_a_sandbox_violation(evaluator):
-    result = judge(evaluator, kernels.forged_reply("not json at all\\n"))
+@pytest.mark.parametrize("line", ["not json at all\\n", "x" * 70000 + "\\n", '{"op": "call", "id": ', "[]\\n"])
+def test_garbage_on_the_reply_pipe_is_a_sandbox_violation(evaluator, line):
+    """Not JSON, a line over the size limit, a line cut short (the real reply then glues onto it),
+    a JSON value that is not an object."""
+    result = judge(evaluator, kernels.forged_reply(line))
+    assert result.rejection == "crash:sandbox-violation", result.summary
+
+
+def test_a_late_line_after_the_reply_is_a_sandbox_violation(evaluator):
+    result = judge(evaluator, kernels.LATE_LINE)
     assert result.rejection == "crash:sandbox-violation", result.summary
 
 
