@@ -101,13 +101,17 @@ class Workbench:
         self._stop_baseline()
         work = Path(tempfile.mkdtemp(prefix="evo-fsr-base-", dir=scratch_root()))
         (work / "job.json").write_text(self._job("baseline"))
-        (work / "baseline.so").write_bytes(self._baseline_binary())
+        # the library is written before the first call (the runner loads it then): the GPU probe,
+        # which the baseline's compile needs (arch), runs on this runner first
         self._baseline = (work, RunnerProcess(work, policy=self.policy, extra_files=self._extra_files))
         self._attached = set()
         return self._baseline[1]
 
     def attach_baseline(self, slot: Slot) -> RunnerProcess:
         runner = self.baseline_runner
+        library = self._baseline[0] / "baseline.so"
+        if not library.exists():
+            library.write_bytes(self._baseline_binary())
         if slot.name not in self._attached:
             reply = runner.send(slot.attach_message(), 60)
             if "error" in reply:

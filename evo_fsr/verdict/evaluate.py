@@ -125,7 +125,7 @@ class Evaluator:
     def compile(self, source: str) -> nvcc.CompileResult:
         if self.config.device == "fake":
             from ..testing.fake_device import compile_host  # noqa: PLC0415 - CPU tests only
-            return compile_host(source)
+            return compile_host(source, self.arch)          # the same dependency on the probe as nvcc
         return nvcc.compile_source(source, self.task.header(), self.arch, cache_dir=self.config.cache_dir,
                                    timeout_s=self.config.compile_timeout_s)
 
