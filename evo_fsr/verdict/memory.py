@@ -41,8 +41,11 @@ class CupyMemory:
     on the current device, viewed as CuPy arrays."""
 
     def __init__(self) -> None:
-        import cupy  # noqa: PLC0415 - the trusted evaluator process only
-
+        try:
+            import cupy  # noqa: PLC0415 - the trusted evaluator process only
+        except ImportError as exc:
+            raise RuntimeError("the evaluator needs CuPy on a GPU host: pip install 'evo-fsr[cuda13]' "
+                               "(or [cuda12] for a CUDA 12 driver)") from exc
         self.xp = cupy
         self._cupy = cupy
 
