@@ -25,7 +25,7 @@ from ..runner.sandbox import SandboxPolicy
 from ..runner.supply import scratch_root
 from ..tasks import Shape, Task
 from . import library
-from .inputs import Slot, TimedInputs, make_case, reference
+from .inputs import Slot, TimedInputs, make_case, reference, timed_case
 from .memory import TrustedMemory
 from .profile import CallTimes
 
@@ -155,7 +155,7 @@ class Workbench:
         secret seeds: a kernel that dispatches on the benchmark's sizes to a path that is right
         only for the benchmark's distribution fails on these (each is used once per candidate)."""
         xp = self.memory.xp
-        names = tuple(getattr(self.task, "distributions", ()))[1:]
+        names = [d for d in getattr(self.task, "distributions", ()) if d != timed_case(self.task, shape)]
         return {name: {k: xp.asarray(v) for k, v in make_case(self.task, shape, secrets.randbits(63), name).items()}
                 for name in names}
 

@@ -121,12 +121,21 @@ def mix(xp: Any, a: Any, b: Any, shift_a: int, shift_b: int, seed: int) -> Any:
     return out.reshape(a.shape)
 
 
+def timed_case(task: Task, shape: Shape) -> str:
+    """The distribution a benchmark shape is timed with: its own declared case, else the task's
+    first distribution."""
+    distributions = tuple(getattr(task, "distributions", ()))
+    if shape.case not in ("", "random") or not distributions:
+        return shape.case
+    return distributions[0]
+
+
 class TimedInputs:
     """Fresh, secret input content for each timed call of one benchmark shape."""
 
     def __init__(self, task: Task, shape: Shape, xp: Any) -> None:
         self.task, self.shape, self.xp = task, shape, xp
-        self.case = task.distributions[0] if getattr(task, "distributions", ()) else shape.case
+        self.case = timed_case(task, shape)
         self.regenerate = getattr(task, "timed_inputs", "mix") == "regenerate"
         self._rng = secrets.SystemRandom()
         self.bases: list[dict[str, Any]] = []
