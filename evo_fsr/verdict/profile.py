@@ -6,17 +6,19 @@ synchronize (``event_all_ms``: work on any stream of the runner's context), the 
 clock - and one measured here, in the trusted process, that the runner cannot touch:
 ``window_ms``, from just before the command is sent to the end of the trusted side's copy of the
 outputs.  A runner is untrusted (the candidate runs in it), so its numbers are a claim; the
-window is a bound.  The time a call is credited with is
+window is a bound.  Over the timed calls of one shape, the time credited is
 
-    max(event_ms, event_all_ms - gap_ms, window_ms - overhead_ms)
+    max(median(event_ms), median(event_all_ms) - gap_ms, median(window_ms) - overhead_ms - slack_ms)
 
-where ``gap_ms`` and ``overhead_ms`` are calibrated on the trusted baseline runner's calls of the
-same shape in the same run (the median device-wide tail, and a high quantile of the window's
-overhead: pipe, Python, output copy).  So work left on another stream, in another context, on a
-host thread after ``launch`` returns, or times forged on the reply pipe are measured and charged,
-not estimated and allowed: what a candidate can hide is at most the jitter of the baseline's own
-window overhead.  Medians, never means.  ``under-floor``: faster than max(bytes/bandwidth,
-flops/peak) is not credible.
+where ``gap_ms`` (median device-wide tail), ``overhead_ms`` (median of window - event) and
+``slack_ms`` (the interquartile range of window - event) are calibrated on the trusted baseline
+runner's calls of the same shape in the same run.  So work left on another stream, in another
+context, on a host thread after ``launch`` returns, or times forged on the reply pipe are
+measured and charged, not estimated and allowed: hiding work on fewer than half of the calls
+does not move a median, and hiding it on more moves the window's median.  What a candidate can
+still hide is at most ``slack_ms``, the spread of the baseline's own window overhead.  Medians
+(never per-call maxima, which would charge honest kernels every scheduling hiccup).
+``under-floor``: faster than max(bytes/bandwidth, flops/peak) is not credible.
 """
 from __future__ import annotations
 
@@ -28,8 +30,6 @@ from ..types import GpuInfo, ShapeTiming
 
 #: Measured copy bandwidth is ~90 % of the HBM roof; the floor uses the roof.
 COPY_EFFICIENCY = 0.9
-#: The window-overhead quantile a call may reach before the window, not its events, is credited.
-OVERHEAD_QUANTILE = 0.9
 
 
 @dataclass(frozen=True)
@@ -45,25 +45,30 @@ class Calibration:
     """From trusted (baseline) calls: what the claim and the bound differ by when nothing hides."""
 
     gap_ms: float               # median(event_all - event)
-    overhead_ms: float          # OVERHEAD_QUANTILE of (window - event)
+    overhead_ms: float          # median(window - event)
+    slack_ms: float             # interquartile range of (window - event)
 
     @classmethod
     def of(cls, calls: Sequence[CallTimes]) -> "Calibration":
         if not calls:
             raise ValueError("calibration needs at least one trusted call")
         gaps = [c.event_all_ms - c.event_ms for c in calls]
-        overheads = sorted(c.window_ms - c.event_ms for c in calls)
-        index = min(len(overheads) - 1, int(OVERHEAD_QUANTILE * len(overheads)))
-        return cls(gap_ms=max(0.0, statistics.median(gaps)), overhead_ms=max(0.0, overheads[index]))
+        overheads = [c.window_ms - c.event_ms for c in calls]
+        quartiles = statistics.quantiles(overheads, n=4) if len(overheads) >= 2 else [overheads[0]] * 3
+        return cls(gap_ms=max(0.0, statistics.median(gaps)), overhead_ms=max(0.0, statistics.median(overheads)),
+                   slack_ms=max(0.0, quartiles[2] - quartiles[0]))
 
 
-def credited_ms(call: CallTimes, calibration: Calibration) -> float:
-    return max(call.event_ms, call.event_all_ms - calibration.gap_ms, call.window_ms - calibration.overhead_ms)
+def credited_ms(calls: Sequence[CallTimes], calibration: Calibration) -> float:
+    """The time credited to a shape's calls (see the module docstring)."""
+    return max(statistics.median(c.event_ms for c in calls),
+               statistics.median(c.event_all_ms for c in calls) - calibration.gap_ms,
+               statistics.median(c.window_ms for c in calls) - calibration.overhead_ms - calibration.slack_ms)
 
 
-def charged_calls(calls: Sequence[CallTimes], calibration: Calibration, margin: float = 1.02) -> int:
-    """Calls credited with more than their own stream events claimed (escaped or forged time)."""
-    return sum(1 for c in calls if credited_ms(c, calibration) > margin * c.event_ms + 1e-3)
+def charged(calls: Sequence[CallTimes], calibration: Calibration, margin: float = 1.02) -> bool:
+    """Whether the credit exceeds what the calls' own stream events claimed (escaped or forged time)."""
+    return credited_ms(calls, calibration) > margin * statistics.median(c.event_ms for c in calls) + 1e-3
 
 
 def peak_tflops(gpu: GpuInfo, precision: str) -> float:
@@ -83,11 +88,11 @@ def speed_of_light_ms(flops: float, nbytes: float, gpu: GpuInfo, precision: str)
 def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequence[CallTimes],
               calibration: Calibration, baseline_clean_ms: float, floor_ms: float,
               library_ms: float = 0.0) -> ShapeTiming:
-    """One shape's timing.  The baseline's time is the lower of its interleaved median and its
+    """One shape's timing.  The baseline's time is the lower of its interleaved credit and its
     median with no candidate process alive (``baseline_clean_ms``): a candidate that slows the
     GPU while the baseline runs gains nothing."""
-    cand = statistics.median(credited_ms(c, calibration) for c in candidate)
-    base_interleaved = statistics.median(credited_ms(c, calibration) for c in baseline)
+    cand = credited_ms(candidate, calibration)
+    base_interleaved = credited_ms(baseline, calibration)
     base = min(base_interleaved, baseline_clean_ms) if baseline_clean_ms > 0 else base_interleaved
     flags = []
     if cand < floor_ms:

@@ -261,13 +261,13 @@ class Session:
                 c.event_all_ms for c in cand_calls + base_calls) / 1e3
             sb.calibration.extend(base_calls)
             calibration = profile.Calibration.of(list(sb.calibration))
-            charged += profile.charged_calls(cand_calls, calibration)
+            charged += int(profile.charged(cand_calls, calibration))
             floor = profile.speed_of_light_ms(self.task.flops_of(shape), self.task.bytes_of(shape), self.gpu,
                                               self.task.precision)
             timings.append(profile.summarise(shape.label, cand_calls, base_calls, calibration, sb.clean_ms,
                                              floor, sb.library_ms))
         self._check_libraries()
-        self.stages.count("charged_calls", charged)
+        self.stages.count("charged_shapes", charged)
         flagged = [f"{t.shape_label}: {flag}" for t in timings for flag in t.flags]
         if flagged:
             self.stages.logs.append(("profile", "\n".join(flagged)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evo_fsr.verdict.profile import CallTimes, Calibration, charged_calls, speed_of_light_ms, summarise
+from evo_fsr.verdict.profile import CallTimes, Calibration, charged, credited_ms, speed_of_light_ms, summarise
 from evo_fsr.tasks import PRECISION_POLICIES
 from evo_fsr.types import EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
 from evo_fsr.verdict.validate import check_outputs, compare_inputs_unchanged, compare_output
@@ -103,8 +103,14 @@ def test_escaped_work_is_charged_not_allowed() -> None:
     assert side_stream.median_ms == pytest.approx(1.51, rel=0.01)
     forged = [CallTimes(0.01, 0.011, 0.02, 1.6) for _ in range(5)]      # claims 10 us, the window saw 1.6 ms
     bound = summarise("s", forged, _calls(2.0), calibration, 2.0, 0.001)
-    assert bound.median_ms == pytest.approx(1.6 - calibration.overhead_ms)
-    assert charged_calls(forged, calibration) == 5 and charged_calls(_calls(1.0), calibration) == 0
+    assert bound.median_ms == pytest.approx(1.6 - calibration.overhead_ms - calibration.slack_ms)
+    assert charged(forged, calibration) and not charged(_calls(1.0), calibration)
+
+
+def test_hiding_work_on_a_minority_of_calls_does_not_move_the_median() -> None:
+    calibration = Calibration.of(_calls(2.0))
+    mixed = _calls(1.0, n=3) + [CallTimes(0.01, 0.012, 0.02, 1.06) for _ in range(2)]
+    assert credited_ms(mixed, calibration) == pytest.approx(1.0)
 
 
 def test_a_slowed_baseline_does_not_raise_the_speedup() -> None:
