@@ -120,3 +120,26 @@ int launch(const float* x, float* y, int n, void* stream) {
     return 0;
 }
 """
+
+#: 2 ms of work on a host thread joined before launch returns: legitimate (several streams joined)
+JOINED_THREAD = r"""
+#include <pthread.h>
+#include <time.h>
+struct job { const float* x; float* y; int n; };
+static void* work(void* arg) {
+    struct job* j = (struct job*)arg;
+    struct timespec t = {0, 2000000}; nanosleep(&t, 0);
+    for (int i = 0; i < j->n; ++i) j->y[i] = j->x[i] > 0.0f ? j->x[i] : 0.0f;
+    return 0;
+}
+int launch(const float* x, float* y, int n, void* stream) {
+    struct job j = {x, y, n}; pthread_t t;
+    pthread_create(&t, 0, work, &j); pthread_join(t, 0);
+    return 0;
+}
+"""
+
+#: the same 2 ms of work left running on a thread after launch returns (escaped work)
+ESCAPED_THREAD = JOINED_THREAD.replace("pthread_create(&t, 0, work, &j); pthread_join(t, 0);",
+                                       "static struct job keep; keep = j; pthread_create(&t, 0, work, &keep); "
+                                       "pthread_detach(t);")

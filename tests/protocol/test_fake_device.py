@@ -93,3 +93,24 @@ def test_wall_clock_budget_ends_a_slow_candidate(evaluator):
     finally:
         budget.close()
     assert result.status is Status.TIMEOUT and result.rejection == "timeout:budget", result.summary
+
+
+@pytest.fixture(scope="module")
+def slow_evaluator(evaluator):
+    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, baseline_source=kernels.SLOW_BASELINE,
+                                                       min_trials=8, max_trials=8))
+    yield ev
+    ev.close()
+
+
+def test_work_joined_before_return_is_ok(slow_evaluator):
+    result = judge(slow_evaluator, kernels.JOINED_THREAD)
+    assert result.status is Status.OK, result.summary
+    assert 0.2 < result.geomean_speedup < 5.0        # the same work as the baseline (CPU timing noise)
+
+
+def test_work_left_running_after_return_gains_nothing(slow_evaluator):
+    """The 2 ms left on a thread: either its outputs are not there when the evaluator copies
+    them (wrong), or the evaluator's own clock charged the time (no speedup)."""
+    result = judge(slow_evaluator, kernels.ESCAPED_THREAD)
+    assert result.status is not Status.OK or result.geomean_speedup < 1.3, result.summary
