@@ -37,11 +37,11 @@ def test_exported_kernel_matches_torch_on_the_current_stream(tmp_path, task, see
         y = fn(x)
     stream.synchronize()
     assert y.shape == x.shape and y.dtype == torch.float32 and y.device == x.device
-    torch.testing.assert_close(y, expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(y, expected, rtol=3e-5, atol=1e-6)
     out = torch.empty_like(x)
     assert fn(x, y=out) is out
     torch.cuda.synchronize()
-    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out, expected, rtol=3e-5, atol=1e-6)
     with pytest.raises(module.KernelArgumentError, match="must be contiguous"):
         fn(x.t() if x.dim() == 2 else x[::2])
     with pytest.raises(module.KernelArgumentError, match="host memory"):
