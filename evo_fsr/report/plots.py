@@ -17,6 +17,10 @@ log = logging.getLogger(__name__)
 
 DPI = 110
 MAX_KNOB_PANELS = 12
+OK_COLOUR = "#2ca02c"
+#: verdicts other than ok: no greens, so only "ok" reads as good
+BAD_COLOURS = ["#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+               "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2"]
 
 
 def _pyplot() -> Any | None:
@@ -70,10 +74,10 @@ def verdict_figure(data: RunData) -> str | None:
     codes = sorted(totals, key=lambda c: (c != "ok", c in (OPERATOR_REJECTED, DUPLICATE), -totals[c], c))
     fig, ax = plt.subplots(figsize=(7.5, 3.4))
     bottom = [0] * len(gens)
-    colors = plt.get_cmap("tab20").colors
-    for i, code in enumerate(codes):
+    others = iter(BAD_COLOURS * (1 + len(codes) // len(BAD_COLOURS)))
+    for code in codes:
         heights = [data.verdicts_by_generation[g].get(code, 0) for g in gens]
-        color = "#2ca02c" if code == "ok" else colors[(i * 2 + 1) % len(colors)]
+        color = OK_COLOUR if code == "ok" else next(others)
         ax.bar(gens, heights, bottom=bottom, label=f"{code} ({totals[code]})", color=color)
         bottom = [b + h for b, h in zip(bottom, heights)]
     ax.set_xlabel("generation")

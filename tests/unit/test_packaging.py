@@ -25,6 +25,7 @@ def _build(kind: str, source: Path, out: Path) -> Path:
     return out / done.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_wheel_from_sdist_installs_in_a_fresh_venv_and_lists_every_task(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
@@ -48,7 +49,8 @@ def test_wheel_from_sdist_installs_in_a_fresh_venv_and_lists_every_task(tmp_path
         assert f"evo_fsr/_tasks/{task}/task.yaml" in names and f"evo_fsr/_tasks/{task}/seeds/naive.cu" in names
 
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+                   check=True, timeout=120)           # no pip of its own: the system's pip installs the wheel
     py = venv / "bin" / "python"
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "EVO_FSR_TASKS", "EVO_FSR_TASKS_PATH", "VIRTUAL_ENV")}
@@ -66,3 +68,28 @@ def test_wheel_from_sdist_installs_in_a_fresh_venv_and_lists_every_task(tmp_path
     assert listing.returncode == 0, listing.stdout + listing.stderr
     listed = [line.split()[0] for line in listing.stdout.splitlines()[1:] if line.strip()]
     assert listed == expected and "INVALID" not in listing.stdout
+
+
+def test_editable_install_finds_the_top_level_tasks(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in SHIPPED:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    venv = tmp_path / "venv"            # no pip of its own: the system's pip and setuptools build it, offline
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+                   check=True, timeout=120)
+    py = venv / "bin" / "python"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "EVO_FSR_TASKS", "EVO_FSR_TASKS_PATH", "VIRTUAL_ENV")}
+    install = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                              "--no-index", "-e", str(src)], capture_output=True, text=True, env=env, timeout=300)
+    assert install.returncode == 0, install.stderr[-3000:]
+    where = subprocess.run([str(py), "-c", "import evo_fsr, evo_fsr.tasks as t; print(evo_fsr.__file__); "
+                            "print(t.BUILTIN_TASKS_ROOT); print(len(t.discover()))"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    module_file, tasks_root, count = where.stdout.split()
+    assert Path(module_file) == src / "evo_fsr" / "__init__.py", where.stderr
+    assert Path(tasks_root) == src / "tasks" and int(count) == 21
