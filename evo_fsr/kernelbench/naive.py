@@ -72,7 +72,7 @@ def placeholder(spec: TaskSpec, why: str) -> str:
 // Replace this file with a simple, obviously correct kernel: it is the baseline of every speedup.
 // The entry point it must define (the task's contract, force-included when compiling):
 //   extern "C" int launch({launch_params(spec)});
-#error "tasks/{task}/seeds/naive.cu is a placeholder: write a naive kernel by hand (import-kernelbench could not generate one: {why})"
+#error "seeds/naive.cu of task {task} is a placeholder: write a naive kernel by hand (import-kernelbench could not generate one: {why})"
 """
 
 

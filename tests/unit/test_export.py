@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
-import inspect
 import json
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
