@@ -209,3 +209,15 @@ def test_a_kernel_that_does_not_compile_fails_with_nvcc_output(tmp_path, nvcc_av
     assert export_main([str(bad), "--task", "relu", "-o", str(tmp_path / "o"), "--arch", "sm_90"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: nvcc failed") and '"oops" is undefined' in err
+
+
+def test_real_torch_tensors_are_described_and_host_memory_refused(tmp_path) -> None:
+    torch = pytest.importorskip("torch", reason="torch not installed (optional)")
+    from evo_fsr.export.runtime import TorchAdapter
+    info = TorchAdapter().info(torch.zeros(3, 4).t())
+    assert info.framework == "torch" and info.shape == (4, 3) and info.dtype == "float32"
+    assert not info.contiguous and info.device == -1
+    assert TorchAdapter().info(torch.zeros(2, dtype=torch.float64)).dtype == "float64"
+    module = _import(_export(tmp_path, "relu"), "exported_relu_torch")
+    with pytest.raises(module.KernelArgumentError, match="x is in host memory"):
+        module.relu(torch.randn(5))
