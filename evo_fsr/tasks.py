@@ -19,8 +19,14 @@ import yaml
 
 from .formulas import Formula, FormulaError
 
-#: Folder searched when no tasks root is given: ``$EVO_FSR_TASKS`` or ``<repo>/tasks``.
-DEFAULT_TASKS_ROOT = Path(os.environ.get("EVO_FSR_TASKS", Path(__file__).resolve().parent.parent / "tasks"))
+#: The built-in tasks: ``evo_fsr/_tasks`` in an installed wheel, ``<repo>/tasks`` in a checkout
+#: (an editable install); ``$EVO_FSR_TASKS`` replaces them.
+_PACKAGED_TASKS = Path(__file__).resolve().parent / "_tasks"
+BUILTIN_TASKS_ROOT = _PACKAGED_TASKS if _PACKAGED_TASKS.is_dir() else Path(__file__).resolve().parent.parent / "tasks"
+DEFAULT_TASKS_ROOT = Path(os.environ.get("EVO_FSR_TASKS", BUILTIN_TASKS_ROOT))
+#: Extra task folders, searched before the built-in ones (``os.pathsep``-separated; the
+#: ``--tasks-dir`` option of ``evo-fsr`` prepends to it).
+TASKS_PATH_ENV = "EVO_FSR_TASKS_PATH"
 
 #: dtype name -> (C type, bytes per element)
 DTYPES: dict[str, tuple[str, int]] = {
@@ -375,16 +381,37 @@ def load_task(folder: Path | str) -> Task:
                 notes=str(raw.get("notes", "")))
 
 
+def task_roots() -> list[Path]:
+    """Where tasks are looked up, first match wins: ``$EVO_FSR_TASKS_PATH`` entries, then the
+    built-in tasks (or ``$EVO_FSR_TASKS``)."""
+    extra = [Path(p).expanduser() for p in os.environ.get(TASKS_PATH_ENV, "").split(os.pathsep) if p.strip()]
+    roots: list[Path] = []
+    for root in (*extra, Path(os.environ.get("EVO_FSR_TASKS", BUILTIN_TASKS_ROOT))):
+        if root not in roots:
+            roots.append(root)
+    return roots
+
+
 def discover(root: Path | str | None = None) -> list[str]:
-    """Names of the task folders (those with a task.yaml) under ``root``."""
-    base = Path(root) if root else DEFAULT_TASKS_ROOT
-    return sorted(p.parent.name for p in base.glob("*/task.yaml"))
+    """Names of the task folders (those with a task.yaml) under ``root``, or under every
+    folder of ``task_roots()``."""
+    bases = [Path(root)] if root else task_roots()
+    return sorted({p.parent.name for base in bases for p in base.glob("*/task.yaml")})
+
+
+def find_task_folder(name: str, root: Path | str | None = None) -> Path | None:
+    """The folder of task ``name``: under ``root``, else the first of ``task_roots()`` that has it."""
+    for base in [Path(root)] if root else task_roots():
+        if (base / name / "task.yaml").is_file():
+            return base / name
+    return None
 
 
 def get_task(name: str, root: Path | str | None = None) -> Task:
-    base = Path(root) if root else DEFAULT_TASKS_ROOT
-    folder = base / name
-    if not (folder / "task.yaml").is_file():
-        known = ", ".join(discover(base)) or "none"
-        raise TaskError(folder / "task.yaml", "-", f"no task named {name!r} (known: {known})")
+    folder = find_task_folder(name, root)
+    if folder is None:
+        bases = [Path(root)] if root else task_roots()
+        known = ", ".join(discover(root)) or "none"
+        raise TaskError(bases[0] / name / "task.yaml", "-",
+                        f"no task named {name!r} (known: {known}; searched {', '.join(map(str, bases))})")
     return load_task(folder)

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, NoReturn, Sequence
 from ..config import MODES, ConfigError, RunConfig, apply_value, load_config, parse_set, read_yaml, validate
 from ..search.engine import EvalBackend, Engine, EvolutionResult, GenerationReport, saved_llm_usage
 from ..llm.client import ChatClient, LlmError, make_client
+from ..search import run_record
 from ..search.steady import SteadyEngine
 from ..search.store import RunStore, StoreError
 from ..tasks import Shape, Task, TaskError, get_task
@@ -272,7 +273,7 @@ def main(argv: Sequence[str] | None = None, *, backend_factory: BackendFactory |
         print(f"evolving {task.name}: pop {config.pop}, {config.island_count} island(s), {config.gens} "
               f"{word}s{mode}, seed {config.seed}, run {store.root}", file=sys.stderr)
         try:
-            result = engine.run()
+            result = run_record.recorded(store, config.to_dict(), engine.run, gpu_info=backend.gpu_info)
         except KeyboardInterrupt:
             print(f"\ninterrupted after {word} {engine.generation}; continue with: "
                   f"python scripts/evolve.py --resume {store.root}", file=sys.stderr)
