@@ -17,6 +17,10 @@ def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) ->
         x = u * np.float32(4.0) - np.float32(1.0)    # U(-1, 3): positive drift
         if x[0] == 0:
             x[0] = np.float32(1.0)
+    elif case == "sorted":                           # U(0, 1] ascending: the large terms last
+        x = np.sort(np.float32(1.0) - u)
+    elif case == "reversed":                         # U(0, 1] descending: the large terms first
+        x = np.sort(np.float32(1.0) - u)[::-1].copy()
     else:
         raise ValueError(f"unknown case {case!r}")
     return {"x": x.astype(np.float32)}
