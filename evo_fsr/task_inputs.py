@@ -94,8 +94,10 @@ def validation_plan(shapes: Sequence[S], declared: Sequence[str | None], distrib
             pool = [i for i in candidates if i not in on and (odd[i] or not need_odd)]
             if not pool:
                 break
-            # fewest distributions hosted first, then round-robin from the cursor
-            pick = min(pool, key=lambda i: (len(hosts_of[i]), (candidates.index(i) - cursor) % len(candidates)))
+            # fewest distributions hosted first, then even-sized ones (odd-sized shapes are kept
+            # for distributions that still need one), then round-robin from the cursor
+            pick = min(pool, key=lambda i: (len(hosts_of[i]), odd[i] and not need_odd,
+                                            (candidates.index(i) - cursor) % len(candidates)))
             hosts_of[pick].append(dist)
             on.append(pick)
             cursor = candidates.index(pick) + 1
