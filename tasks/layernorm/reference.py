@@ -14,14 +14,16 @@ def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) ->
     gamma = (np.float32(1.0) + np.float32(0.5) * rng.standard_normal(cols, dtype=np.float32)).astype(np.float32)
     beta = (np.float32(0.5) * rng.standard_normal(cols, dtype=np.float32)).astype(np.float32)
     if case == "large_mean":
-        # rows = +-2^m + x quantised to 1/16: a mean up to 128 times the spread. Every partial sum
-        # of a row is a multiple of 1/16 below 2^20, so any float32 summation order gives the
-        # exact row sum (a legitimate two-pass or Welford kernel stays accurate), while the
-        # one-pass E[x^2] - mean^2 cancels ~14 of float32's 24 bits and fails.
-        room = (1 << 20) / cols / 1.1 - 6          # cols * (2^m + 5) stays below 2^20
-        m = min(7, int(np.floor(np.log2(room)))) if room >= 1 else 0
-        offset = rng.choice(np.array([-1.0, 1.0]), size=(rows, 1)) * float(2 ** m)
-        x = (offset + np.clip(np.rint(x * 16.0), -80, 80) / 16.0).astype(np.float32)
+        # rows = +-r + x quantised to a step h: a mean r ~ 600/sqrt(cols) times the spread (128 for
+        # short rows, 9 at 4099 columns). h is the finest power of two for which every partial
+        # sum of a row is a multiple of h below 2^24 h, so any float32 summation order gives the
+        # exact row sum; a sequential float32 Welford update errs by ~3e-8 r sqrt(cols/3), which r
+        # keeps within tolerance. The one-pass E[x^2] - mean^2 cancels log2(r^2) of float32's 24
+        # bits and fails where r is large.
+        r = float(min(128, max(1, round(600.0 / np.sqrt(cols)))))
+        h = 2.0 ** (int(np.ceil(np.log2(cols * (r + 6) * 1.05))) - 24)
+        offset = rng.choice(np.array([-r, r]), size=(rows, 1))
+        x = (offset + np.rint(np.clip(x, -5.0, 5.0) / h) * h).astype(np.float32)
     elif case == "large_magnitude":
         x *= np.float32(1e4)
     elif case == "constant_rows":
