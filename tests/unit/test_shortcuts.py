@@ -348,7 +348,7 @@ SHORTCUTS: dict[str, dict[str, tuple[Kernel, bool]]] = {
                   "one_pass_tree": (layernorm("one_pass", "block_tree"), True)},
     "sigmoid": {"exp_over_one_plus_exp": (sigmoid("exp_ratio"), True)},
     "cross_entropy": {"no_shift": (cross_entropy("none"), True), "shift_by_first": (cross_entropy("first"), True)},
-    "attention": {"no_shift": (attention("none"), True)},
+    "attention": {"no_shift": (attention("none"), True), "shift_by_first": (attention("first"), True)},
     "sum_reduction": {"flush_denormals": (reduction("sum_reduction", "grid_stride_tree", flush=True), True)},
     "sort": {"assumes_distinct_keys": (sort_kernel("assume_distinct"), True)},
     "topk": {"assumes_distinct_values": (topk_kernel("assume_distinct"), True),
