@@ -174,25 +174,25 @@ def attention(shift: str) -> Kernel:
     return run
 
 
+def reduction_terms(task: str, i: Mapping[str, np.ndarray], d: Mapping[str, Any],
+                    flush: bool = False) -> tuple[np.ndarray, np.float32]:
+    """The float32 terms a reduction task adds up, and the factor its sum is multiplied by."""
+    get = (flush_denormals if flush else (lambda a: a))
+    if task == "sum_reduction":
+        return get(i["x"]), f32(1)
+    if task == "dot_product":
+        return (get(i["x"]) * get(i["y"])).astype(f32), f32(1)
+    if task == "mse_loss":
+        diff = (i["a"] - i["b"]).astype(f32)
+        return (diff * diff).astype(f32), f32(1) / f32(diff.size)
+    x = i["x"]   # monte_carlo
+    return (np.exp(-x * x) * np.cos(f32(3) * x)).astype(f32), f32((f32(d["b"]) - f32(d["a"])) / f32(x.size))
+
+
 def reduction(task: str, order: str, flush: bool = False) -> Kernel:
     def run(i: Mapping[str, np.ndarray], d: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        get = (flush_denormals if flush else (lambda a: a))
-        if task == "sum_reduction":
-            terms = get(i["x"])
-        elif task == "dot_product":
-            terms = (get(i["x"]) * get(i["y"])).astype(f32)
-        elif task == "mse_loss":
-            diff = (i["a"] - i["b"]).astype(f32)
-            terms = (diff * diff).astype(f32)
-        else:   # monte_carlo
-            x = i["x"]
-            terms = (np.exp(-x * x) * np.cos(f32(3) * x)).astype(f32)
-        total = ORDERS_1D[order](terms)
-        if task == "mse_loss":
-            total = total / f32(terms.size)
-        elif task == "monte_carlo":
-            total = total * f32((f32(d["b"]) - f32(d["a"])) / f32(terms.size))
-        return {"out": np.asarray(total, f32).reshape(1)}
+        terms, factor = reduction_terms(task, i, d, flush)
+        return {"out": (np.asarray(ORDERS_1D[order](terms), f32) * factor).astype(f32).reshape(1)}
     return run
 
 
@@ -406,3 +406,34 @@ def test_every_float_task_with_a_shortcut_family_is_covered() -> None:
     """The tasks whose descriptions name a numerical trap have both lists."""
     for name in ("softmax", "layernorm", "sigmoid", "cross_entropy", "attention", "sort", "topk"):
         assert name in LEGIT and name in SHORTCUTS
+
+
+# -- determinism: tolerance admits atomics' reordering, not races ---------------------------------
+def racy_sum(x: np.ndarray, block: int = 1024) -> np.ndarray:
+    """A lost update: one block's atomicAdd is overwritten by another's (a typical race)."""
+    x = np.asarray(x, f32).reshape(-1)
+    pad = (-x.size) % block
+    totals = tree(np.concatenate([x, np.zeros(pad, f32)]).reshape(-1, block))
+    return np.array(seq_sum(np.delete(totals, totals.size // 2)), f32)
+
+
+@pytest.mark.parametrize("name", ["sum_reduction", "dot_product", "mse_loss", "monte_carlo"])
+def test_tolerance_determinism_accepts_reordering_and_rejects_a_race(name: str) -> None:
+    """A re-run judged within tolerance of the first run: other atomic orders pass, a lost update fails."""
+    task = get_task(name)
+    assert task.determinism == "tolerance"
+    shape = max((s for s in task.validation if _elements(task, s) <= CPU_ELEMENTS), key=lambda s: _elements(task, s))
+    assert _elements(task, shape) >= 1_000_000
+    inputs = task.make_inputs(shape.env, np.random.default_rng(0), task.distributions[0])
+    terms, factor = reduction_terms(name, inputs, shape.env)
+
+    def out(total: np.ndarray) -> dict[str, np.ndarray]:
+        return {"out": (np.asarray(total, f32) * factor).astype(f32).reshape(1)}
+
+    def same(run: dict[str, np.ndarray], first: dict[str, np.ndarray]):  # type: ignore[no-untyped-def]
+        return check_outputs(run, first, inputs, shape.env, task.tol, shape.label, exact=False)
+
+    first = out(atomic_sum(terms, seed=1))
+    for rerun in (atomic_sum(terms, seed=2), atomic_sum(terms, seed=3, block=256), strided_sum(terms, 65536)):
+        assert same(out(rerun), first) is None
+    assert same(out(racy_sum(terms)), first) is not None
