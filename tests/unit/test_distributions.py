@@ -151,8 +151,10 @@ def _copy_task(tmp_path: Path, name: str, edit) -> Path:  # type: ignore[no-unty
     (lambda r: r.update(distributions=[]), "distributions", "non-empty list"),
     (lambda r: r.update(distributions=["random", 3]), "distributions[1]", "not a case name"),
     (lambda r: r.update(distributions=["random", "random"]), "distributions", "listed twice"),
-    (lambda r: r.update(distributions=["random", "large_magnitude", "no_such_case"]), "distributions[2]", "make_inputs(case='no_such_case') failed"),
-    (lambda r: r.update(distributions=["random"]), "validation[6].case", "'large_magnitude' is not one of the distributions"),
+    (lambda r: r.update(distributions=["random", "large_magnitude", "no_such_case"]), "distributions[2]",
+     "make_inputs(case='no_such_case') failed"),
+    (lambda r: r.update(distributions=["random"]), "validation[6].case",
+     "'large_magnitude' is not one of the distributions"),
     (lambda r: r.update(determinism="exact"), "determinism", "not one of bitwise, tolerance"),
     (lambda r: r.update(timed_inputs="rotate"), "timed_inputs", "not one of mix, regenerate"),
 ])
