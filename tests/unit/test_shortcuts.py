@@ -382,8 +382,9 @@ def _judge(task: Task, shape, case: str, kernel: Kernel, seed: int = 0):  # type
 def test_legitimate_kernel_passes_every_planned_case(name: str, kernel: str) -> None:
     task = get_task(name)
     for shape, case in _planned(task):
-        found = _judge(task, shape, case, LEGIT[name][kernel])
-        assert found is None, f"{name}/{kernel} rejected: {found.describe()}"
+        for seed in (0, 1):
+            found = _judge(task, shape, case, LEGIT[name][kernel], seed)
+            assert found is None, f"{name}/{kernel} rejected (seed {seed}): {found.describe()}"
 
 
 @pytest.mark.parametrize("name, kernel", [(t, k) for t, ks in SHORTCUTS.items() for k in ks])
