@@ -403,6 +403,12 @@ def load_task(folder: Path | str) -> Task:
 
 def _check_distributions(task: Task, file: Path) -> None:
     """Every distribution is a case make_inputs knows: tried on the smallest validation shape."""
+    try:
+        task.reference_module
+    except TaskError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the task's own code: any failure is reported
+        raise TaskError(task.root / "reference.py", "-", f"cannot be loaded: {type(exc).__name__}: {exc}") from None
     inputs = [a for a in task.args if a.role in ("input", "inout")]
     smallest = min(task.validation, key=lambda s: sum(a.numel(s.env) for a in inputs))
     for i, case in enumerate(task.distributions):

@@ -167,6 +167,14 @@ def test_bad_input_keys_name_file_key_and_problem(tmp_path: Path, edit, key: str
     assert problem in info.value.problem
 
 
+def test_broken_reference_py_is_reported(tmp_path: Path) -> None:
+    folder = _copy_task(tmp_path, "relu", lambda r: None)
+    (folder / "reference.py").write_text("import numpy as np\ndef make_inputs(:\n")
+    with pytest.raises(TaskError) as info:
+        load_task(folder)
+    assert info.value.file.endswith("reference.py") and "SyntaxError" in info.value.problem
+
+
 def test_benchmark_case_must_be_a_distribution(tmp_path: Path) -> None:
     folder = _copy_task(tmp_path, "histogram", lambda r: r.update(distributions=["random", "one_bin", "first_last"]))
     with pytest.raises(TaskError) as info:
