@@ -15,9 +15,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping
 
+import numpy as np
 import yaml
 
 from .formulas import Formula, FormulaError
+from . import task_inputs
 
 #: The built-in tasks: ``evo_fsr/_tasks`` in an installed wheel, ``<repo>/tasks`` in a checkout
 #: (an editable install); ``$EVO_FSR_TASKS`` replaces them.
@@ -48,7 +50,8 @@ PRECISION_POLICIES: dict[str, dict[str, float]] = {
 RESERVED_SHAPE_KEYS = ("case", "label")
 
 _TOP_KEYS = {"name", "description", "precision", "tolerance", "signature", "derived", "validation",
-             "benchmarks", "default_benchmark", "flops", "bytes", "notes"}
+             "benchmarks", "default_benchmark", "flops", "bytes", "notes",
+             "distributions", "determinism", "timed_inputs"}
 _ARG_KEYS = {"name", "role", "dtype", "shape", "value", "size"}
 
 
@@ -118,6 +121,10 @@ class Task:
     flops: Formula
     bytes: Formula
     notes: str = ""
+    distributions: tuple[str, ...] = ("random",)   # make_inputs cases; the first is timed
+    determinism: str = "bitwise"                   # bitwise | tolerance (task_inputs.py)
+    timed_inputs: str = "mix"                      # mix | regenerate (task_inputs.py)
+    validation_cases: tuple[str | None, ...] = ()  # the case each validation shape declares
     _module: list[ModuleType] = field(default_factory=list, compare=False, repr=False)
 
     # -- contract -----------------------------------------------------------------------
@@ -169,6 +176,15 @@ class Task:
         if missing:
             raise TaskError(self.root / "task.yaml", "--shape", f"missing dims: {', '.join(missing)}")
         return self.make_shape(values, where="--shape")
+
+    def validation_plan(self, seeds: int) -> tuple[tuple[Shape, str], ...]:
+        """(shape, case) pairs to validate on: declared cases kept, every distribution on at
+        least two shapes (one odd-sized), each shape at least ``seeds`` times (task_inputs.py)."""
+        declared = self.validation_cases or tuple(None for _ in self.validation)
+        buffers = [a for a in self.args if a.is_buffer and a.role != "workspace"]
+        odd = [any(d > 1 and d % 2 for a in buffers for d in a.dims_of(s.env)) for s in self.validation]
+        elements = [sum(a.numel(s.env) for a in buffers if a.role in ("input", "inout")) for s in self.validation]
+        return task_inputs.validation_plan(self.validation, declared, self.distributions, odd, elements, seeds)
 
     def flops_of(self, shape: Shape) -> float:
         return float(self.flops(shape.env))
@@ -374,11 +390,42 @@ def load_task(folder: Path | str) -> Task:
     description = raw["description"]
     if not isinstance(description, str) or not description.strip():
         raise TaskError(file, "description", "must be a non-empty string")
-    return Task(name=name, root=root, description=description, precision=precision,
+    validation_cases = tuple(s.get("case") for s in raw["validation"])
+    declared = [(f"validation[{i}]", c) for i, c in enumerate(validation_cases) if c is not None]
+    declared += [(f"benchmarks.{set_name}[{i}]", s["case"]) for set_name, shapes in raw["benchmarks"].items()
+                 for i, s in enumerate(shapes) if isinstance(s, Mapping) and "case" in s]
+    distributions, determinism, timed_inputs = task_inputs.parse_input_keys(
+        file, raw, precision, declared, TaskError)
+    task = Task(name=name, root=root, description=description, precision=precision,
                 tolerance=tuple(tolerance.items()), args=args, derived=derived,
                 validation=validation, benchmarks=tuple(benchmarks),
                 default_benchmark=default_benchmark, flops=flops, bytes=nbytes,
-                notes=str(raw.get("notes", "")))
+                notes=str(raw.get("notes", "")), distributions=distributions,
+                determinism=determinism, timed_inputs=timed_inputs,
+                validation_cases=tuple(None if c is None else str(c) for c in validation_cases))
+    _check_distributions(task, file)
+    return task
+
+
+def _check_distributions(task: Task, file: Path) -> None:
+    """Every distribution is a case make_inputs knows: tried on the smallest validation shape."""
+    try:
+        task.reference_module
+    except TaskError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the task's own code: any failure is reported
+        raise TaskError(task.root / "reference.py", "-", f"cannot be loaded: {type(exc).__name__}: {exc}") from None
+    inputs = [a for a in task.args if a.role in ("input", "inout")]
+    smallest = min(task.validation, key=lambda s: sum(a.numel(s.env) for a in inputs))
+    for i, case in enumerate(task.distributions):
+        try:
+            task.make_inputs(smallest.env, np.random.default_rng(0), case)
+        except TaskError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of the task's own code is reported
+            raise TaskError(file, f"distributions[{i}]",
+                            f"make_inputs(case={case!r}) failed on shape {smallest.label}: "
+                            f"{type(exc).__name__}: {exc}") from None
 
 
 def task_roots() -> list[Path]:

@@ -12,9 +12,13 @@ def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) ->
     k = rng.standard_normal((B, N, D), dtype=np.float32)
     v = rng.standard_normal((B, N, D), dtype=np.float32)
     if case == "large_magnitude":
-        # scores with a spread of ~30 (max ~100): exp(s) without the max subtraction overflows
-        q *= np.float32(5.5)
-        k *= np.float32(5.5)
+        # scores with a spread of ~30 (max ~100): exp(s) without the max subtraction overflows.
+        # Q and K hold small integers (uniform in [-9, 9], std 5.5), so every float32 dot product
+        # is exact in any order and a legitimate kernel's scores are off only by the rounding of
+        # the 1/sqrt(d_head) scaling (continuous values of this size would err by ~1e-5 at
+        # d_head >= 64, the tolerance itself)
+        q = rng.integers(-9, 10, size=(B, N, D)).astype(np.float32)
+        k = rng.integers(-9, 10, size=(B, N, D)).astype(np.float32)
     elif case != "random":
         raise ValueError(f"unknown case {case!r}")
     return {"Q": q, "K": k, "V": v}

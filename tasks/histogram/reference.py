@@ -16,6 +16,9 @@ def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) ->
         x = np.full(n, int(rng.integers(1, BINS - 1)))
     elif case == "first_last":
         x = np.where(rng.random(n) < 0.5, 0, BINS - 1)
+    elif case == "sorted":
+        # ascending values: long runs of one bin (warp-aggregated or run-length shortcuts)
+        x = np.sort(rng.integers(0, BINS, size=n))
     elif case == "gaussian":
         x = np.clip(np.rint(rng.normal(128.0, 20.0, size=n)), 0, BINS - 1)
     else:

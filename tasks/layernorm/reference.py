@@ -14,18 +14,30 @@ def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) ->
     gamma = (np.float32(1.0) + np.float32(0.5) * rng.standard_normal(cols, dtype=np.float32)).astype(np.float32)
     beta = (np.float32(0.5) * rng.standard_normal(cols, dtype=np.float32)).astype(np.float32)
     if case == "large_mean":
-        # per-row means of +-10 standard deviations: one-pass E[x^2] - mean^2 cancels badly
-        x = (rng.choice(np.array([-10.0, 10.0], dtype=np.float32), size=(rows, 1)) + x).astype(np.float32)
+        # rows = +-r + x quantised to a step h: a mean r ~ 600/sqrt(cols) times the spread (128 for
+        # short rows, 9 at 4099 columns). h is the finest power of two for which every partial
+        # sum of a row is a multiple of h below 2^24 h, so any float32 summation order gives the
+        # exact row sum; a sequential float32 Welford update errs by ~3e-8 r sqrt(cols/3), which r
+        # keeps within tolerance. The one-pass E[x^2] - mean^2 cancels log2(r^2) of float32's 24
+        # bits and fails where r is large.
+        r = float(min(128, max(1, round(600.0 / np.sqrt(cols)))))
+        h = 2.0 ** (int(np.ceil(np.log2(cols * (r + 6) * 1.05))) - 24)
+        offset = rng.choice(np.array([-r, r]), size=(rows, 1))
+        x = (offset + np.rint(np.clip(x, -5.0, 5.0) / h) * h).astype(np.float32)
     elif case == "large_magnitude":
         x *= np.float32(1e4)
     elif case == "constant_rows":
-        # zero variance: y = beta (eps keeps the division finite). The constants are small
-        # multiples of 1/4, so every fp32 summation order gives the mean exactly and x - mean = 0
-        # (a non-dyadic constant would let rounding of the mean be amplified by 1/sqrt(eps)).
-        # Row 0 stays random.
-        const = (rng.integers(-8, 9, size=(rows, 1)) * 0.25).astype(np.float32)
+        # zero variance: y = beta (eps keeps the division finite). When cols is a power of two the
+        # constants are small multiples of 1/4, so every fp32 order (and mean = sum * (1/cols))
+        # gives the mean exactly and x - mean = 0; otherwise they are 0, for the same reason (a
+        # rounded mean would be amplified by 1/sqrt(eps)). Row 0 stays random.
+        scale = 0.25 if cols & (cols - 1) == 0 else 0.0
+        const = (rng.integers(-8, 9, size=(rows, 1)) * scale).astype(np.float32)
         x = np.repeat(const, cols, axis=1)
         x[0] = rng.standard_normal(cols, dtype=np.float32)
+    elif case == "heavy_tail":
+        # Student-t with 2 degrees of freedom: occasional outliers hundreds of spreads out
+        x = rng.standard_t(2.0, size=(rows, cols)).astype(np.float32)
     elif case != "random":
         raise ValueError(f"unknown case {case!r}")
     return {"x": x, "gamma": gamma, "beta": beta}

@@ -17,6 +17,10 @@ def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) ->
         x = rng.integers(-2, 3, size=shape).astype(np.float32)
     elif case == "large_magnitude":
         x *= np.float32(1e30)
+    elif case == "huge_negative":
+        # every value below -1e38: a max started at a "very negative" constant such as -1e30 or
+        # -FLT_MAX/2 instead of -inf (or the first real element) is wrong everywhere
+        x = (-rng.uniform(1.0e38, 3.4e38, size=shape)).astype(np.float32)
     elif case != "random":
         raise ValueError(f"unknown case {case!r}")
     return {"x": x}

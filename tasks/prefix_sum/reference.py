@@ -12,7 +12,8 @@ def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) ->
     if case == "random":
         x = np.float32(1.0) - u                      # U(0, 1]: never zero
     elif case == "large_magnitude":
-        x = (np.float32(1.0) - u) * np.float32(1e30)
+        # 2^100 (~1.3e30): a power of two keeps the rounding of a float32 scan as for `random`
+        x = (np.float32(1.0) - u) * np.float32(2.0 ** 100)
     elif case == "mixed_sign":
         x = u * np.float32(4.0) - np.float32(1.0)    # U(-1, 3): positive drift
         if x[0] == 0:

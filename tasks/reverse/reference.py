@@ -5,15 +5,22 @@ from typing import Any, Mapping
 
 import numpy as np
 
+# Values a kernel that routes data through arithmetic (or flushes denormals) would alter.
+SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 1e-45, -1e-45, 1e-40, 1.17549435e-38, 3.4028235e38,
+                    -3.4028235e38, 65504.0, 65520.0, 1e-8, 16777217.0], dtype=np.float32)
+
 
 def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) -> dict[str, np.ndarray]:
-    if case != "random":
+    if case not in ("random", "special_values"):
         raise ValueError(f"unknown case {case!r}")
     n = int(dims["N"])
     # index + a random fraction: distinct values (up to 2^24), every position identifiable.
     x = (np.arange(n, dtype=np.float64) + rng.random(n)).astype(np.float32)
     if n > 1 << 24:
         x = rng.standard_normal(n, dtype=np.float32)
+    if case == "special_values":   # values that arithmetic on the way (or flushing) would alter
+        pick = rng.random(n) < 0.25
+        x[pick] = rng.choice(SPECIAL, size=int(pick.sum()))
     return {"x": x}
 
 

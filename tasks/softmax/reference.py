@@ -17,6 +17,11 @@ def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) ->
     elif case == "ties":
         # many equal maxima per row (small integers): the max must be taken exactly
         x = rng.integers(-3, 4, size=(rows, cols)).astype(np.float32)
+    elif case == "wide_range":
+        # a spread of hundreds within each row (|x| up to ~200): exp(x - c) overflows for any shift
+        # c other than the row maximum (the first element, the mean, a constant) and exp(x)
+        # without a shift overflows too; many outputs underflow to 0 or denormals
+        x = (x * np.float32(40.0)).astype(np.float32)
     elif case != "random":
         raise ValueError(f"unknown case {case!r}")
     return {"x": x}

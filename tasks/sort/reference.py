@@ -18,6 +18,9 @@ def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) ->
     elif case == "special_values":
         pick = rng.random(n) < 0.3
         x[pick] = rng.choice(SPECIAL, size=int(pick.sum()))
+    elif case == "all_equal":
+        # one value repeated N times: a rank-by-counting sort that assumes distinct keys collides
+        x = np.full(n, rng.standard_normal(dtype=np.float32), dtype=np.float32)
     elif case == "sorted":
         x = np.sort(x)
     elif case == "reversed":

@@ -13,6 +13,9 @@ def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) ->
         x *= np.float32(1e30)
     elif case == "small_magnitude":
         x *= np.float32(1e-30)
+    elif case == "denormals":
+        # subnormal float32 values (~1e-41): a kernel that flushes denormals to zero sums to 0
+        x *= np.float32(1e-41)
     elif case != "random":
         raise ValueError(f"unknown case {case!r}")
     if n == 1 and x[0] == 0:

@@ -15,6 +15,12 @@ def make_inputs(dims: Mapping[str, int], rng: np.random.Generator, case: str) ->
         x = rng.integers(-4, 4, size=n).astype(np.float32)
         zeros = np.flatnonzero(x == 0)
         x[zeros[rng.random(zeros.size) < 0.5]] = np.float32(-0.0)
+    elif case == "sorted":        # ascending: the top K at the end
+        x = np.sort(rng.standard_normal(n, dtype=np.float32))
+    elif case == "reversed":      # descending: the top K first
+        x = np.sort(rng.standard_normal(n, dtype=np.float32))[::-1].copy()
+    elif case == "all_negative":  # a running maximum or threshold started at 0 is wrong here
+        x = (-np.abs(rng.standard_normal(n, dtype=np.float32)) - np.float32(1.0)).astype(np.float32)
     else:
         raise ValueError(f"unknown case {case!r}")
     return {"x": x}
