@@ -10,9 +10,11 @@
   ``tolerance`` (within the task tolerance of the first run: float atomics, racy choice among
   tied indices).  Default: bitwise for ``exact`` precision, tolerance otherwise.
 - ``timed_inputs``: ``mix`` (every buffer's elements are exchangeable under the benchmark
-  distribution, so an element-wise random mix of two base sets is a valid fresh input) or
-  ``regenerate`` (buffers are linked or structured: every timed call gets ``make_inputs`` with a
-  fresh seed).
+  distribution, so an element-wise random mix of two base sets is a valid fresh input),
+  ``mix_rows`` (the buffers are linked row by row along a shared leading dimension, e.g. y built
+  from X's rows or a from b: whole rows are mixed, with one mask and one rotation for every
+  buffer) or ``regenerate`` (structured inputs: every timed call gets ``make_inputs`` with a
+  fresh seed; costly on large shapes).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 DETERMINISM = ("bitwise", "tolerance")
-TIMED_INPUTS = ("mix", "regenerate")
+TIMED_INPUTS = ("mix", "mix_rows", "regenerate")
 
 #: A shape with fewer input elements than this only hosts a distribution when no larger one can
 #: (a distribution on one element says nothing).

@@ -111,13 +111,20 @@ def _mask(xp: Any, n: int, seed: int) -> Any:
     return (h >> xp.uint64(63)).astype(xp.bool_)
 
 
-def mix(xp: Any, a: Any, b: Any, shift_a: int, shift_b: int, seed: int) -> Any:
-    """Element i is a[(i + shift_a) % n] or b[(i + shift_b) % n], chosen by a secret mask."""
-    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
-    n = flat_a.size
-    if n == 0:
+def mix(xp: Any, a: Any, b: Any, shift_a: int, shift_b: int, seed: int, rows: int | None = None) -> Any:
+    """Element i is a[(i + shift_a) % n] or b[(i + shift_b) % n], chosen by a secret mask; with
+    ``rows``, whole rows of the leading dimension are the units (mask and shifts per row)."""
+    if rows is None:
+        units_a, units_b = a.reshape(-1), b.reshape(-1)
+    else:
+        units_a, units_b = a.reshape(rows, -1), b.reshape(rows, -1)
+    n = units_a.shape[0]
+    if n == 0 or a.size == 0:
         return a.copy()
-    out = xp.where(_mask(xp, n, seed), xp.roll(flat_a, -(shift_a % n)), xp.roll(flat_b, -(shift_b % n)))
+    pick = _mask(xp, n, seed)
+    if rows is not None:
+        pick = pick[:, None]
+    out = xp.where(pick, xp.roll(units_a, -(shift_a % n), axis=0), xp.roll(units_b, -(shift_b % n), axis=0))
     return out.reshape(a.shape)
 
 
@@ -136,7 +143,9 @@ class TimedInputs:
     def __init__(self, task: Task, shape: Shape, xp: Any) -> None:
         self.task, self.shape, self.xp = task, shape, xp
         self.case = timed_case(task, shape)
-        self.regenerate = getattr(task, "timed_inputs", "mix") == "regenerate"
+        mode = getattr(task, "timed_inputs", "mix")
+        self.regenerate = mode == "regenerate"
+        self.by_rows = mode == "mix_rows"
         self._rng = secrets.SystemRandom()
         self.bases: list[dict[str, Any]] = []
         if not self.regenerate:
@@ -157,6 +166,15 @@ class TimedInputs:
             host = make_case(self.task, self.shape, secrets.randbits(63), self.case)
             return {k: self.xp.asarray(v) for k, v in host.items()}
         a, b = self.bases
+        if self.by_rows:            # one mask and one pair of shifts for every buffer: rows stay linked
+            rows = {int(base.shape[0]) for base in a.values()}
+            if len(rows) != 1:
+                raise RuntimeError(f"task {self.task.name}: timed_inputs mix_rows needs one leading dimension, "
+                                   f"got {sorted(rows)}")
+            n = rows.pop()
+            shift_a, shift_b, seed = self._rng.randrange(max(n, 1)), self._rng.randrange(max(n, 1)), \
+                self._rng.getrandbits(63)
+            return {name: mix(self.xp, base, b[name], shift_a, shift_b, seed, rows=n) for name, base in a.items()}
         fresh = {}
         for name, base in a.items():
             size = max(int(base.size), 1)

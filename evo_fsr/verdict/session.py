@@ -183,16 +183,18 @@ class Session:
             for shape, inputs, first in (firsts.values() if self.cfg.determinism_check else ()):
                 self.where = f"determinism re-run on {shape.label}"
                 _, captured = self._call(self.bench.validation_slot(shape), inputs, self.cfg.validation_timeout_s)
-                mismatch = self._same(shape, first, _to_host(captured))
+                mismatch = self._same(shape, inputs, first, _to_host(captured))
                 if mismatch:
                     raise _Stop(Verdict(Status.WRONG, f"wrong result: {mismatch.describe()}", "wrong:nondeterministic",
                                         mismatch))
 
-    def _same(self, shape: Shape, first: dict[str, Any], again: dict[str, Any]) -> Mismatch | None:
-        """Bitwise equality, or for ``determinism: tolerance`` tasks, the task's tolerance
-        between the two runs (a race moves results by far more than reordered rounding)."""
+    def _same(self, shape: Shape, inputs: dict[str, Any], first: dict[str, Any],
+              again: dict[str, Any]) -> Mismatch | None:
+        """Bitwise equality, or for ``determinism: tolerance`` tasks, the first run taken as the
+        reference of the re-run, judged as validation judges (the task's tolerance, its own
+        ``compare`` for tied indices): a race moves results by far more than reordered rounding."""
         outputs = [k for k in first if not k.startswith("after:")]
-        if getattr(self.task, "determinism", "bitwise") == "bitwise" or self.task.precision == "exact":
+        if getattr(self.task, "determinism", "bitwise") == "bitwise":
             for name in outputs:
                 a, b = first[name].reshape(-1), again[name].reshape(-1)
                 differ = np.flatnonzero(a.view(np.uint8) != b.view(np.uint8))
@@ -203,13 +205,14 @@ class Session:
                                     "non-deterministic: a second run on the same inputs differs "
                                     "(data race or uninitialised read?)")
             return None
-        for name in outputs:
-            found = check_outputs({name: again[name]}, {name: first[name].astype(np.float64)}, {}, shape.env,
-                                  self.task.tol, shape.label, exact=False)
-            if found:
-                return Mismatch(found.shape_label, found.output, found.index, found.got, found.expected,
-                                "non-deterministic beyond the tolerance: a second run on the same inputs differs "
-                                f"by more than reordered rounding ({found.reason})")
+        exact = self.task.precision == "exact"
+        expected = {k: (first[k] if exact else first[k].astype(np.float64)) for k in outputs}
+        found = check_outputs({k: again[k] for k in outputs}, expected, inputs, shape.env, self.task.tol,
+                              shape.label, exact=exact, custom_compare=self.task.custom_compare)
+        if found:
+            return Mismatch(found.shape_label, found.output, found.index, found.got, found.expected,
+                            "non-deterministic beyond the tolerance: a second run on the same inputs differs "
+                            f"by more than reordered rounding ({found.reason})")
         return None
 
     def _sweep(self) -> None:

@@ -36,13 +36,14 @@ int launch(const float* x, float* y, int n, void* stream) {
 }
 """
 
-#: right for the first calls of a size, then replays its last output (a cache keyed by size)
+#: right for the first calls of a size (the other distributions' calls and the warm-up), then
+#: replays its last output (a cache keyed by size): only the timed-call checks can catch it
 CACHE_BY_SIZE = r"""
 #include <stdlib.h>
 #include <string.h>
 static float* saved = 0; static int saved_n = -1; static int calls = 0;
 int launch(const float* x, float* y, int n, void* stream) {
-    if (n == saved_n && ++calls > 3) { memcpy(y, saved, sizeof(float) * n); return 0; }
+    if (n == saved_n && ++calls > 6) { memcpy(y, saved, sizeof(float) * n); return 0; }
     for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
     free(saved); saved = malloc(sizeof(float) * n); memcpy(saved, y, sizeof(float) * n); saved_n = n; calls = calls;
     return 0;
