@@ -8,7 +8,7 @@ import yaml
 
 from evo_fsr.commands.evolve import main, parse_shape
 from evo_fsr.config import ConfigError
-from evo_fsr.search.engine import InlineBackend
+from evo_fsr.backend.inline import InlineBackend
 from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SyntheticEvaluator
 
 
