@@ -100,6 +100,15 @@ class Evolution:
         return len(self._in_flight) + len(self._breeding)
 
     @property
+    def draining(self) -> bool:
+        """No more children will be bred in this run (the last round's quota is met, or no
+        unseen variant is left): those outstanding are evaluated, then the run ends."""
+        if self.breeder.exhausted:
+            return True
+        return self._round is not None and self.round.number >= self.config.gens and \
+            self._current().quota_met(self)
+
+    @property
     def word(self) -> str:
         return self.policy.word
 
@@ -132,8 +141,8 @@ class Evolution:
             self._open()
         out, self._resend = self._resend, []
         while not self.finished:
+            self._admit_ready(out)        # children written since: they may free places to breed
             self._breed(out)
-            self._admit_ready(out)
             if not self._round_complete():
                 break
             self._close_round()
