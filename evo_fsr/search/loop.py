@@ -148,6 +148,11 @@ class Evolution:
             self._close_round()
         return out
 
+    def _settle(self) -> None:
+        """Close the round now if it is complete (a steady epoch ends at its ``pop``-th result)."""
+        while not self.finished and self._round_complete():
+            self._close_round()
+
     def tell(self, candidate_id: str, result: EvalResult) -> None:
         """The result of a candidate from ``ask``."""
         child = self._in_flight.pop(candidate_id, None)
@@ -155,6 +160,7 @@ class Evolution:
             log.warning("result for an unknown candidate %s ignored", candidate_id)
             return
         self._arrive(child, result)
+        self._settle()
 
     def result(self) -> EvolutionResult:
         top = self.best_individual()
