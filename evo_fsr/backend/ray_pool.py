@@ -15,8 +15,8 @@ loses two workers is recorded as CRASH (TIMEOUT when both workers hung).  The ev
 injected as a picklable factory, so CPU tests run the whole pool with a synthetic evaluator on
 a local cluster (one node, or a head and a worker node) with declared GPU resources.
 
-A local cluster started here uses Ray's token authentication, chosen explicitly
-(``RAY_AUTH_MODE=token`` unless set), so Ray does not warn about its default at every run.
+A local cluster started here keeps Ray's default, token authentication, without Ray's warning
+about that default at every start (``QuietTokenDefault``); ``RAY_AUTH_MODE`` still decides.
 """
 from __future__ import annotations
 
@@ -122,8 +122,19 @@ def _compile_task(compile_fn: CompileFn, failure_fn: FailureFn, candidate: Candi
     return None, compiled
 
 
-#: Ray's variable for its authentication mode; unset, a new local cluster warns at each start.
-AUTH_MODE_VARIABLE = "RAY_AUTH_MODE"
+#: The Ray logger that announces, at every local start, that token authentication is on by default.
+RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+class QuietTokenDefault(logging.Filter):
+    """Drops Ray's "Token authentication is enabled for this Ray cluster" notice (the default,
+    not a problem); its other messages (a missing or invalid token) pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token authentication is enabled for this Ray cluster")
+
+
+_QUIET = QuietTokenDefault()
 
 
 def connect(address: str | None = None) -> bool:
@@ -132,8 +143,9 @@ def connect(address: str | None = None) -> bool:
     address = address if address is not None else (os.environ.get("RAY_ADDRESS") or None)
     started = False
     if not ray.is_initialized():
-        if address is None:           # Ray's default for a local cluster, chosen explicitly: no warning
-            os.environ.setdefault(AUTH_MODE_VARIABLE, "token")
+        auth_logger = logging.getLogger(RAY_AUTH_LOGGER)
+        if _QUIET not in auth_logger.filters:
+            auth_logger.addFilter(_QUIET)
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False,
                      logging_level=logging.WARNING)
