@@ -22,11 +22,6 @@ class InlineBackend:
     def size(self) -> int:
         return 1
 
-    @property
-    def queued(self) -> int:
-        """Submitted and not yet evaluated."""
-        return len(self._queue)
-
     def submit(self, candidate: Candidate) -> None:
         self._queue.append(candidate)
         self.submitted.append(candidate.id)
