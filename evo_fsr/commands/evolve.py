@@ -266,13 +266,13 @@ def main(argv: Sequence[str] | None = None, *, backend_factory: BackendFactory |
         if store is None:
             store = RunStore.create(out, config.to_dict())
         llm = make_client(config.llm, store.llm_dir, usage=saved_llm_usage(store))
-        _announce_llm(llm)
         engine = Evolution(config, task, backend, store, llm=llm)
         word = engine.word
         short = "epoch" if word == "epoch" else "gen"
         engine.on_generation = lambda r: print(progress_line(r, config.gens, short), flush=True)
         if args.resume and engine.restore():
             print(f"resuming {store.root} after {word} {engine.generation}", file=sys.stderr)
+        _announce_llm(llm)
         policy = engine.policy
         mode = f", steady-state with {policy.limit} in flight" if isinstance(policy, SteadyState) else ""
         print(f"evolving {task.name}: pop {config.pop}, {config.island_count} island(s), {config.gens} "
