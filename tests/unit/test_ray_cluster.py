@@ -45,27 +45,25 @@ def test_killing_a_worker_node_requeues_its_candidate_on_the_surviving_node(two_
         for candidate in candidates:
             pool.submit(candidate)
         got: dict[str, object] = {}
-        before_kill: set[str] = set()
-        killed = False
+        killed_at = None
         deadline = time.monotonic() + 40
         while len(got) < len(candidates) and time.monotonic() < deadline:
             for candidate, result in pool.poll(0.2):
                 assert candidate.id not in got, "a candidate came back twice"
                 got[candidate.id] = result
-            if not killed and len({r.worker for r in got.values()}) == 2:   # both nodes busy with the next
-                before_kill = set(got)
+            if killed_at is None and len({r.worker for r in got.values()}) == 2:   # both nodes busy with the next
+                killed_at = time.time()
                 cluster.remove_node(worker_node, allow_graceful=False)
-                killed = True
-        assert killed and len(got) == len(candidates), "a candidate was lost"
+        assert killed_at is not None and len(got) == len(candidates), "a candidate was lost"
         assert all(result.status is Status.OK for result in got.values())
-        after = {got[c.id].worker for c in candidates if c.id not in before_kill}
-        assert len(after) == 1                                    # only the surviving node evaluates
-        survivor = after.pop()
+        later = {r.worker for r in got.values() if r.started_unix_s > killed_at}
+        assert len(later) == 1                                    # only the surviving node evaluates
+        survivor = later.pop()
         lost = [re.search(r"on candidate (\S+);", r.getMessage()) for r in caplog.records
                 if "evaluator worker died" in r.getMessage()]
         assert len(lost) == 1 and lost[0] is not None and pool.replaced_workers == 1
-        requeued = lost[0].group(1)
-        assert requeued not in before_kill and got[requeued].worker == survivor   # re-run on the head
+        requeued = got[lost[0].group(1)]                          # the killed node's candidate, run again
+        assert requeued.worker == survivor and requeued.started_unix_s > killed_at
         assert pool.pending() == 0
     finally:
         pool.close()
