@@ -27,7 +27,8 @@ from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SyntheticEvaluator
 
 class OneAtATime(InlineBackend):
     def __init__(self):
-        super().__init__(SyntheticEvaluator(delay_s=float(sys.argv[1])).evaluate, SYNTHETIC_GPU)
+        self.evaluator = SyntheticEvaluator(delay_s=float(sys.argv[1]))
+        super().__init__(self.evaluator.evaluate, SYNTHETIC_GPU)
         self.waiting = []
     def submit(self, candidate):
         super().submit(candidate)
@@ -36,7 +37,7 @@ class OneAtATime(InlineBackend):
         if not self.waiting:
             return []
         candidate = self.waiting.pop(0)
-        return [(candidate, self._evaluate(candidate))]
+        return [(candidate, self.evaluator.evaluate(candidate))]
 
 sys.exit(main(sys.argv[2:], backend_factory=lambda config, task: OneAtATime()))
 """
