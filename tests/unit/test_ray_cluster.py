@@ -52,8 +52,8 @@ def test_killing_a_worker_node_requeues_its_candidate_on_the_surviving_node(two_
                 assert candidate.id not in got, "a candidate came back twice"
                 got[candidate.id] = result
             if killed_at is None and len({r.worker for r in got.values()}) == 2:   # both nodes busy with the next
+                cluster.remove_node(worker_node, allow_graceful=False)      # returns once its processes are dead
                 killed_at = time.time()
-                cluster.remove_node(worker_node, allow_graceful=False)
         assert killed_at is not None and len(got) == len(candidates), "a candidate was lost"
         assert all(result.status is Status.OK for result in got.values())
         later = {r.worker for r in got.values() if r.started_unix_s > killed_at}
