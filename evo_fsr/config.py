@@ -14,9 +14,9 @@
     eval: {benchmark: "", shapes: [], validation_seeds: 2, max_trials: 50}
     ray: {address: "", num_gpus: 0, hang_timeout_s: 1800}
 
-``evolution.mode`` picks the loop: ``generational`` (engine.py: breed a whole generation,
-evaluate all of it, select; a resumed run reproduces the next generation exactly) or
-``steady`` (steady.py: keep ``evolution.in_flight`` children submitted and replace one
+``evolution.mode`` picks the loop's policy (search/policies.py): ``generational`` (breed a
+whole generation, evaluate all of it, select; a resumed run reproduces the next generation
+exactly) or ``steady`` (keep ``evolution.in_flight`` children submitted and replace one
 individual as each result arrives, so the GPUs never wait for a generation's slowest
 candidate; an "epoch" of ``pop`` evaluated children stands in for a generation, ``gens``
 counts epochs, and a resumed run continues but does not reproduce bit-identically, since
@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, get_args, get_origin
 
 import yaml
+
+from .verdict.evaluate import EvalConfig
 
 #: Islands used when ``islands`` is 0 (automatic): 2 from this population size up, else 1.
 AUTO_TWO_ISLANDS_FROM = 16
@@ -55,7 +57,7 @@ MODES: tuple[str, ...] = get_args(EvolutionMode)
 
 @dataclass(frozen=True)
 class EvolutionConfig:
-    mode: EvolutionMode = "generational"   # or "steady": asynchronous steady-state (steady.py)
+    mode: EvolutionMode = "generational"   # or "steady": asynchronous steady-state (search/policies.py)
     in_flight: int = 0            # steady: candidates kept submitted; 0 = 4 x evaluator workers + 4
 
 
@@ -110,13 +112,19 @@ class LlmConfig:
         return bool(self.model or self.replay_from)
 
 
+_EVAL_DEFAULTS = EvalConfig()
+
+
 @dataclass(frozen=True)
 class EvalSettings:
+    """The ``eval`` keys a run may set; each becomes the ``verdict.evaluate.EvalConfig`` field of
+    the same name, whose default it takes (one source of truth)."""
+
     benchmark: str = ""           # a benchmark set of the task ("" = the task's default)
     shapes: tuple[tuple[tuple[str, Any], ...], ...] = ()   # the user's own shapes (k=v dicts)
-    validation_seeds: int = 2
-    max_trials: int = 50
-    compile_timeout_s: float = 120.0
+    validation_seeds: int = _EVAL_DEFAULTS.validation_seeds
+    max_trials: int = _EVAL_DEFAULTS.max_trials
+    compile_timeout_s: float = _EVAL_DEFAULTS.compile_timeout_s
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,2 @@
-"""Evaluation backends: the contract, and the Ray pool (the only Ray importer)."""
+"""Evaluation backends: the contract (base.py), in-process (inline.py), and the Ray pool
+(ray_pool.py, the only module that imports Ray)."""

@@ -8,10 +8,15 @@ The only module that imports ray.  Per candidate:
     GPU actor evaluator.evaluate(candidate, compiled) ──▶ EvalResult
 
 Compiles run in parallel with GPU evaluation.  The pool gives each actor one candidate at a
-time; an actor that dies, or runs one candidate longer than ``hang_timeout_s``, is killed and
-replaced and its candidate re-queued once; a candidate that loses two workers is recorded as
-CRASH (TIMEOUT when both workers hung).  The evaluator class is injected as a picklable factory, so CPU tests run the whole
-pool with a synthetic evaluator on a local cluster with declared GPU resources.
+time, once the actor has started (a replacement that cannot be placed, e.g. after its node
+died, gets no candidate); an actor that dies (or its node), or runs one candidate longer than
+``hang_timeout_s``, is killed and replaced and its candidate re-queued once; a candidate that
+loses two workers is recorded as CRASH (TIMEOUT when both workers hung).  The evaluator class is
+injected as a picklable factory, so CPU tests run the whole pool with a synthetic evaluator on
+a local cluster (one node, or a head and a worker node) with declared GPU resources.
+
+A local cluster started here keeps Ray's default, token authentication, without Ray's warning
+about that default at every start (``QuietTokenDefault``); ``RAY_AUTH_MODE`` still decides.
 """
 from __future__ import annotations
 
@@ -71,8 +76,8 @@ class NvccCompile:
     """``compile.compile_source`` with the task's header, as a CPU task."""
 
     header: str
+    timeout_s: float              # eval.compile_timeout_s (default: verdict's EvalConfig)
     cache_dir: str | None = None
-    timeout_s: float = 120.0
 
     def __call__(self, candidate: Candidate, arch: str) -> CompileResult:
         from ..verdict.compile import DEFAULT_CACHE_DIR, compile_source
@@ -117,12 +122,30 @@ def _compile_task(compile_fn: CompileFn, failure_fn: FailureFn, candidate: Candi
     return None, compiled
 
 
+#: The Ray logger that announces, at every local start, that token authentication is on by default.
+RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+class QuietTokenDefault(logging.Filter):
+    """Drops Ray's "Token authentication is enabled for this Ray cluster" notice (the default,
+    not a problem); its other messages (a missing or invalid token) pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token authentication is enabled for this Ray cluster")
+
+
+_QUIET = QuietTokenDefault()
+
+
 def connect(address: str | None = None) -> bool:
     """Join ``address`` ($RAY_ADDRESS) or start a local cluster, and require a GPU in it.
     Returns True when this call initialised Ray (the caller shuts it down)."""
     address = address if address is not None else (os.environ.get("RAY_ADDRESS") or None)
     started = False
     if not ray.is_initialized():
+        auth_logger = logging.getLogger(RAY_AUTH_LOGGER)
+        if _QUIET not in auth_logger.filters:
+            auth_logger.addFilter(_QUIET)
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False,
                      logging_level=logging.WARNING)
@@ -153,10 +176,11 @@ class _Worker:
     job: _Job | None = None
     ref: Any = None
     started: float = 0.0
+    starting: Any = None              # ObjectRef of actor.info() until the actor has started
 
 
 class GpuPool:
-    """Evaluation backend on Ray (``engine.EvalBackend``): submit candidates, poll results."""
+    """Evaluation backend on Ray (``backend.base.EvalBackend``): submit candidates, poll results."""
 
     def __init__(self, evaluator_factory: Callable[[], EvaluatorLike], *, compile_fn: CompileFn | None = None,
                  failure_fn: FailureFn | None = None, num_gpus: int = 0, hang_timeout_s: float = 1800.0,
@@ -183,11 +207,12 @@ class GpuPool:
         self._remote_actor = ray.remote(num_gpus=1, num_cpus=0, max_restarts=0)(EvaluatorActor)
         self._remote_compile = ray.remote(num_returns=2, num_cpus=self.cpus_per_compile,
                                           max_retries=1)(_compile_task)
-        self._workers = [_Worker(self._new_actor()) for _ in range(count)]
+        self._workers = [self._new_worker() for _ in range(count)]
         try:
-            self.arch, self._gpu_info, _ = ray.get(self._workers[0].actor.info.remote(), timeout=INFO_TIMEOUT_S)
+            self.arch, self._gpu_info, _ = ray.get(self._workers[0].starting, timeout=INFO_TIMEOUT_S)
         except (RayError, GetTimeoutError) as exc:
             raise WorkerError(f"the GPU evaluator could not start: {' '.join(str(exc).split())[-300:]}") from None
+        self._workers[0].starting = None
         log.info("GPU pool: %d evaluator actor(s) on %s, compiling for %s", count, self._gpu_info.name, self.arch)
         return self
 
@@ -211,22 +236,16 @@ class GpuPool:
         busy = sum(1 for w in self._workers if w.job is not None)
         return len(self._queue) + len(self._compiling) + busy + len(self._done)
 
-    # -- engine interface --------------------------------------------------------------
+    # -- the backend contract ----------------------------------------------------------
     def submit(self, candidate: Candidate) -> None:
-        job = _Job(candidate)
-        if self.compile_fn is None:
-            self._queue.append(job)
-        else:
-            failure_ref, compiled_ref = self._remote_compile.remote(self.compile_fn, self.failure_fn,
-                                                                    candidate, self.arch)
-            job.compiled_ref = compiled_ref
-            self._compiling[failure_ref] = job
+        self._enqueue(_Job(candidate))
         self._dispatch()
 
     def poll(self, timeout_s: float) -> list[tuple[Candidate, EvalResult]]:
         """Results finished within ``timeout_s`` (possibly none); handles dead and hung workers."""
         self._dispatch()
-        refs = list(self._compiling) + [w.ref for w in self._workers if w.ref is not None]
+        refs = list(self._compiling) + [w.ref for w in self._workers if w.ref is not None] + \
+            [w.starting for w in self._workers if w.starting is not None]
         if refs and not self._done:
             ready, _ = ray.wait(refs, num_returns=1, timeout=timeout_s)
             if ready:   # collect everything else that is ready too, without waiting
@@ -239,12 +258,13 @@ class GpuPool:
         return done
 
     # -- internals ---------------------------------------------------------------------
-    def _new_actor(self) -> Any:
-        return self._remote_actor.remote(self.evaluator_factory)
+    def _new_worker(self) -> _Worker:
+        actor = self._remote_actor.remote(self.evaluator_factory)
+        return _Worker(actor, starting=actor.info.remote())
 
     def _dispatch(self) -> None:
         for worker in self._workers:
-            if worker.job is None and self._queue:
+            if worker.job is None and worker.starting is None and self._queue:
                 job = self._queue.popleft()
                 worker.job, worker.started = job, time.monotonic()
                 worker.ref = worker.actor.evaluate.remote(job.candidate, job.compiled_ref)
@@ -261,6 +281,10 @@ class GpuPool:
             else:
                 self._queue.append(job)
             return
+        starting = next((w for w in self._workers if w.starting is not None and w.starting == ref), None)
+        if starting is not None:
+            self._started(starting)
+            return
         worker = next((w for w in self._workers if w.ref == ref), None)
         if worker is None or worker.job is None:
             return
@@ -273,8 +297,39 @@ class GpuPool:
         except RayTaskError as exc:   # the evaluator raised: its bug, not the candidate's
             log.error("evaluator raised on %s: %s", job.candidate.id, exc)
             result = _internal_failure(job.candidate, Status.CRASH, f"evaluator raised: {_last_line(exc)}")
+        except RayError as exc:       # e.g. its compiled object was lost with a node: compile again
+            log.warning("candidate %s lost its input (%s); evaluating it again", job.candidate.id,
+                        type(exc).__name__)
+            worker.job, worker.ref = None, None
+            self._enqueue(job, first=True)
+            return
         worker.job, worker.ref = None, None
         self._done.append((job.candidate, result))
+
+    def _started(self, worker: _Worker) -> None:
+        """A new actor answered ``info`` (it can take candidates) or died starting (replaced)."""
+        try:
+            ray.get(worker.starting)
+        except RayError as exc:
+            log.warning("a replacement evaluator worker failed to start (%s); trying again", type(exc).__name__)
+            ray.kill(worker.actor, no_restart=True)
+            fresh = self._new_worker()
+            worker.actor, worker.starting = fresh.actor, fresh.starting
+            return
+        worker.starting = None
+
+    def _enqueue(self, job: _Job, first: bool = False) -> None:
+        """Compile ``job`` (a CPU task), or queue it for the evaluator (``first``: at the front)."""
+        if self.compile_fn is None:
+            if first:
+                self._queue.appendleft(job)
+            else:
+                self._queue.append(job)
+            return
+        failure_ref, compiled_ref = self._remote_compile.remote(self.compile_fn, self.failure_fn,
+                                                                job.candidate, self.arch)
+        job.compiled_ref = compiled_ref
+        self._compiling[failure_ref] = job
 
     def _check_hung(self) -> None:
         now = time.monotonic()
@@ -287,7 +342,8 @@ class GpuPool:
         assert job is not None
         log.warning("%s on candidate %s; replacing the worker", reason, job.candidate.id)
         ray.kill(worker.actor, no_restart=True)
-        worker.actor, worker.job, worker.ref = self._new_actor(), None, None
+        fresh = self._new_worker()
+        worker.actor, worker.starting, worker.job, worker.ref = fresh.actor, fresh.starting, None, None
         self.replaced_workers += 1
         job.losses += 1
         job.reasons.append(reason)

@@ -5,32 +5,38 @@
         [--set llm.temperature=0.5] [--seed 0] [--llm-model M --llm-base-url URL]
         [--address ray://host:10001] [--out DIR] [--resume DIR] [--mode steady [--in-flight N]]
 
-``--mode steady`` runs the asynchronous steady-state loop (evo_fsr/steady.py) instead of the
-generational one: ``--gens N`` then means N epochs of ``pop`` evaluated children each, and a
+``--mode steady`` runs the loop (evo_fsr/search/loop.py) with the asynchronous steady-state
+policy (evo_fsr/search/policies.py) instead of the generational one: ``--gens N`` then means N epochs of ``pop`` evaluated children each, and a
 resumed steady run continues from its latest snapshot without reproducing it bit for bit
 (results arrive in timing-dependent order); a generational run resumes reproducibly.
 
 Without an LLM the run ends early (exit code 0, one warning line, repeated in the summary) once
 no knob variant of any population member is left unevaluated; resuming such a run ends at once.
 
-Bad input gives one line and exit code 2; a run that cannot start (no GPU visible) one line
-and exit code 1; Ctrl-C leaves a resumable run and exits 130.
+Bad input (a snapshot that cannot be resumed included) gives one line and exit code 2; a run
+that cannot start (no GPU visible) one line and exit code 1; Ctrl-C (SIGINT) leaves a resumable
+run, prints how to resume it and exits 130; SIGTERM (how schedulers stop jobs) does the same
+and exits 143.
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 from ..config import MODES, ConfigError, RunConfig, apply_value, load_config, parse_set, read_yaml, validate
-from ..search.engine import EvalBackend, Engine, EvolutionResult, GenerationReport, saved_llm_usage
+from ..backend.base import EvalBackend
 from ..llm.client import ChatClient, LlmError, make_client
 from ..search import run_record
-from ..search.steady import SteadyEngine
+from ..search.loop import Evolution, saved_llm_usage
+from ..search.policies import SteadyState
+from ..search.rounds import EvolutionResult, GenerationReport
 from ..search.store import RunStore, StoreError
 from ..tasks import Shape, Task, TaskError, get_task
 from ..types import EvalResult
@@ -189,7 +195,7 @@ def gpu_backend(config: RunConfig, task: Task) -> EvalBackend:
     from ..verdict.evaluate import EvalConfig
 
     eval_config = EvalConfig(benchmark=benchmark, shapes=shapes, validation_seeds=config.eval.validation_seeds,
-                             max_trials=config.eval.max_trials)
+                             max_trials=config.eval.max_trials, compile_timeout_s=config.eval.compile_timeout_s)
     pool = GpuPool(TaskEvaluatorFactory(task.name, eval_config),
                    compile_fn=NvccCompile(task.header(), timeout_s=config.eval.compile_timeout_s),
                    num_gpus=config.ray.num_gpus, hang_timeout_s=config.ray.hang_timeout_s,
@@ -197,16 +203,12 @@ def gpu_backend(config: RunConfig, task: Task) -> EvalBackend:
     return pool.start()
 
 
-def make_engine(config: RunConfig, task: Task, backend: EvalBackend, store: RunStore, llm: ChatClient | None,
-                on_generation: Callable[[GenerationReport], None]) -> Engine:
-    """The engine for ``evolution.mode``: generational (engine.py) or steady-state (steady.py)."""
-    kind = SteadyEngine if config.evolution.mode == "steady" else Engine
-    return kind(config, task, backend, store, llm=llm, on_generation=on_generation)
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: the run stops, resumable."""
 
 
-def round_word(config: RunConfig) -> str:
-    """What a unit of progress is called: a generation, or an epoch in the steady mode."""
-    return "epoch" if config.evolution.mode == "steady" else "generation"
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
 
 
 def progress_line(report: GenerationReport, gens: int, word: str = "gen") -> str:
@@ -217,7 +219,7 @@ def progress_line(report: GenerationReport, gens: int, word: str = "gen") -> str
             f"unusable {report.rejected}  llm {report.llm_calls} calls {tokens} tokens  [{report.seconds:.1f} s]")
 
 
-def summary_table(result: EvolutionResult, engine: Engine) -> str:
+def summary_table(result: EvolutionResult, engine: Evolution) -> str:
     lines = [f"{'rank':>4}  {'id':16}  {'speedup':>8}  {'status':13}  {'operator':14}  {'gen':>3}  knobs"]
     for rank, ind in enumerate(result.hall_of_fame[:SUMMARY_ROWS], 1):
         res = engine.results.get(ind.id)
@@ -250,6 +252,7 @@ def main(argv: Sequence[str] | None = None, *, backend_factory: BackendFactory |
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     backend: EvalBackend | None = None
+    previous_sigterm = None
     try:
         config, store = resolve_config(args)
         task = get_task(config.task)
@@ -259,25 +262,29 @@ def main(argv: Sequence[str] | None = None, *, backend_factory: BackendFactory |
             if (out / "config.yaml").exists():
                 raise StoreError(f"{out} already holds a run (use --resume {out} to continue it)")
         backend = (backend_factory or gpu_backend)(config, task)   # no GPU: fails before any file is written
+        if threading.current_thread() is threading.main_thread():     # after Ray's own handler
+            previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
         if store is None:
             store = RunStore.create(out, config.to_dict())
         llm = make_client(config.llm, store.llm_dir, usage=saved_llm_usage(store))
-        _announce_llm(llm)
-        word = round_word(config)
+        engine = Evolution(config, task, backend, store, llm=llm)
+        word = engine.word
         short = "epoch" if word == "epoch" else "gen"
-        engine = make_engine(config, task, backend, store, llm,
-                             on_generation=lambda r: print(progress_line(r, config.gens, short), flush=True))
+        engine.on_generation = lambda r: print(progress_line(r, config.gens, short), flush=True)
         if args.resume and engine.restore():
             print(f"resuming {store.root} after {word} {engine.generation}", file=sys.stderr)
-        mode = (f", steady-state with {engine.in_flight} in flight" if isinstance(engine, SteadyEngine) else "")
+        _announce_llm(llm)
+        policy = engine.policy
+        mode = f", steady-state with {policy.limit} in flight" if isinstance(policy, SteadyState) else ""
         print(f"evolving {task.name}: pop {config.pop}, {config.island_count} island(s), {config.gens} "
               f"{word}s{mode}, seed {config.seed}, run {store.root}", file=sys.stderr)
         try:
             result = run_record.recorded(store, config.to_dict(), engine.run, gpu_info=backend.gpu_info)
-        except KeyboardInterrupt:
-            print(f"\ninterrupted after {word} {engine.generation}; continue with: "
+        except KeyboardInterrupt as exc:
+            how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+            print(f"\n{how} after {word} {engine.generation}; continue with: "
                   f"python scripts/evolve.py --resume {store.root}", file=sys.stderr)
-            return 130
+            return 143 if isinstance(exc, Terminated) else 130
     except (UsageError, ConfigError, TaskError, StoreError) as exc:
         print(f"evolve: error: {exc}", file=sys.stderr)
         return 2
@@ -285,6 +292,8 @@ def main(argv: Sequence[str] | None = None, *, backend_factory: BackendFactory |
         print(f"evolve: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
         if backend is not None:
             backend.close()
     print()

@@ -6,18 +6,19 @@ own ``random.Random`` so that a resumed run reproduces the next generation exact
 from __future__ import annotations
 
 import random
-from typing import Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Protocol, Sequence, TypeVar
 
-from .population import Individual
+if TYPE_CHECKING:
+    from .population import Individual
 
-T = TypeVar("T", bound=Individual)
+T = TypeVar("T", bound="Individual")
 
 
 class Selection(Protocol):
     def select(self, individuals: Sequence[T], k: int, rng: random.Random) -> list[T]: ...
 
 
-def _key(ind: Individual) -> tuple[float, ...]:
+def _key(ind: "Individual") -> tuple[float, ...]:
     return ind.fitness.wvalues if ind.fitness.valid else (float("-inf"),)
 
 

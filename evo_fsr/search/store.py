@@ -1,14 +1,17 @@
 """RunStore: one run's directory, populations/<task>/<run-id>/.
 
     config.yaml          the resolved configuration (API keys redacted)
-    candidates.jsonl     append-only, fsync'd: one line per evaluated or rejected candidate
-    snapshots/gen-NNNN.json   population, hall of fame, RNG state, logbook after each generation
+    candidates.jsonl     append-only, fsync'd: one line per evaluated, rejected, duplicate or
+                         reused (a recorded result taken again after --resume) candidate
+    snapshots/gen-NNNN.json   population, hall of fame, RNG state, logbook after each round
+                         (``"format": SNAPSHOT_FORMAT``; another format is refused)
     kernels/<id>.cu      every evaluated source
     best.cu              the best correct kernel so far (with a header comment)
     llm/calls.jsonl      every prompt and reply (written by the LLM client)
 
 Every write is atomic (temp file + rename) or an fsync'd append, so Ctrl-C or a killed
-driver leaves a directory that ``--resume`` can continue.
+driver leaves a directory that ``--resume`` can continue.  A record torn by a crash mid-write
+(the file does not end in a newline) is cut off, with one warning, when the run is opened.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import json
 import logging
 import os
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,10 +30,31 @@ from ..types import source_id
 log = logging.getLogger(__name__)
 
 SNAPSHOT_GLOB = "gen-*.json"
+#: The snapshot layout this code writes and reads; raise it when the layout changes.
+SNAPSHOT_FORMAT = 1
+#: Top-level keys of a snapshot and their JSON types.
+SNAPSHOT_KEYS: dict[str, type] = {"format": int, "generation": int, "mode": str, "population": dict,
+                                  "rng": list, "logbook": list, "counters": dict, "llm_usage": dict,
+                                  "policy": dict}
 
 
 class StoreError(RuntimeError):
     """A run directory that cannot be created or resumed."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A snapshot file's content, checked against ``SNAPSHOT_KEYS``."""
+
+    path: Path
+    data: dict[str, Any]
+
+    @property
+    def generation(self) -> int:
+        return int(self.data["generation"])
+
+    def error(self, problem: str) -> StoreError:
+        return StoreError(f"{self.path}: {problem}; cannot resume from it")
 
 
 class RunStore:
@@ -79,13 +104,37 @@ class RunStore:
             raise StoreError(f"{store.root} is not a run directory (no config.yaml)")
         for folder in (store.snapshots_dir, store.kernels_dir, store.llm_dir):
             folder.mkdir(parents=True, exist_ok=True)
+        store.cut_torn_record()
         return store
 
-    def read_config(self) -> dict[str, Any]:
-        data = yaml.safe_load(self.config_path.read_text())
-        if not isinstance(data, dict):
-            raise StoreError(f"{self.config_path}: not a mapping")
-        return data
+    def cut_torn_record(self) -> int:
+        """Cut a last record torn by a crash mid-write (the file does not end in a newline), so
+        the next append starts on a line of its own; returns the bytes cut (one warning)."""
+        path = self.candidates_path
+        if not path.is_file():
+            return 0
+        with open(path, "rb+") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                return 0
+            handle.seek(size - 1)
+            if handle.read(1) == b"\n":
+                return 0
+            keep = size
+            while keep > 0:                          # back to the last newline, a block at a time
+                start = max(0, keep - 65536)
+                handle.seek(start)
+                block = handle.read(keep - start)
+                newline = block.rfind(b"\n")
+                if newline >= 0:
+                    keep = start + newline + 1
+                    break
+                keep = start
+            handle.truncate(keep)
+            handle.flush()
+            os.fsync(handle.fileno())
+        log.warning("%s: cut a torn last record (%d bytes) left by an interrupted write", path, size - keep)
+        return size - keep
 
     # -- candidates.jsonl ----------------------------------------------------------------
     def append(self, record: dict[str, Any]) -> None:
@@ -97,7 +146,7 @@ class RunStore:
             os.fsync(handle.fileno())
 
     def records(self) -> Iterator[dict[str, Any]]:
-        """Every complete record; a torn last line (killed mid-write) is skipped."""
+        """Every complete record; an unreadable line is skipped with a warning."""
         if not self.candidates_path.is_file():
             return
         with open(self.candidates_path, encoding="utf-8") as handle:
@@ -124,16 +173,44 @@ class RunStore:
     # -- snapshots -----------------------------------------------------------------------
     def save_snapshot(self, generation: int, state: dict[str, Any]) -> Path:
         path = self.snapshots_dir / f"gen-{generation:04d}.json"
-        _atomic_write(path, json.dumps({"generation": generation, **state}, default=str))
+        _atomic_write(path, json.dumps({"format": SNAPSHOT_FORMAT, "generation": generation, **state}, default=str))
         return path
 
-    def latest_snapshot(self) -> dict[str, Any] | None:
+    def latest_snapshot(self) -> Snapshot | None:
+        """The newest readable snapshot (an undecodable file is skipped with a warning); one of
+        another format or structure raises ``StoreError`` naming the file and the problem."""
         for path in sorted(self.snapshots_dir.glob(SNAPSHOT_GLOB), reverse=True):
             try:
-                return json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError):
+                data = json.loads(path.read_text())
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
                 log.warning("%s: unreadable snapshot, trying an older one", path)
+                continue
+            return check_snapshot(path, data)
         return None
+
+
+def check_snapshot(path: Path, data: Any) -> Snapshot:
+    """``data`` as a ``Snapshot`` when it has this code's format and top-level structure."""
+    def refuse(problem: str) -> StoreError:
+        return StoreError(f"{path}: {problem}; cannot resume from it")
+
+    if not isinstance(data, dict):
+        raise refuse(f"not a snapshot (a JSON {type(data).__name__}, expected an object)")
+    version = data.get("format")
+    if version is None:
+        raise refuse(f"snapshot without a format version (written by an older evo-fsr; this one reads "
+                     f"format {SNAPSHOT_FORMAT})")
+    if version != SNAPSHOT_FORMAT:
+        raise refuse(f"snapshot format {version!r} is not supported (this evo-fsr reads format {SNAPSHOT_FORMAT})")
+    for key, kind in SNAPSHOT_KEYS.items():
+        if key not in data:
+            raise refuse(f"snapshot without the key {key!r}")
+        if not isinstance(data[key], kind) or isinstance(data[key], bool):
+            raise refuse(f"snapshot key {key!r} must be a JSON {_JSON_NAMES[kind]}, got {type(data[key]).__name__}")
+    return Snapshot(path, data)
+
+
+_JSON_NAMES = {int: "integer", str: "string", dict: "object", list: "array"}
 
 
 def rng_state_to_json(rng: random.Random) -> list[Any]:

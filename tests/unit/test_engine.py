@@ -1,4 +1,5 @@
-"""The generational loop against a synthetic in-process evaluator (fitness from knob values)."""
+"""The evolution loop in the generational mode against a synthetic in-process evaluator
+(fitness from knob values)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +7,8 @@ import json
 import pytest
 from deap import tools
 
-from evo_fsr.search.engine import Engine, InlineBackend
+from evo_fsr.backend.inline import InlineBackend
+from evo_fsr.search.loop import Evolution
 from evo_fsr.llm.client import LlmReply, LlmUsage
 from evo_fsr.search.population import Individual
 from evo_fsr.search.store import RunStore
@@ -17,7 +19,8 @@ from evo_fsr.types import Candidate
 def make_engine(tmp_path, config, task, name="run", backend=None, llm=None, reports=None, resume=False):
     store = RunStore.open(tmp_path / name) if resume else RunStore.create(tmp_path / name, config.to_dict())
     backend = backend or InlineBackend(SyntheticEvaluator().evaluate, SYNTHETIC_GPU)
-    engine = Engine(config, task, backend, store, llm=llm, on_generation=(reports.append if reports is not None else None))
+    engine = Evolution(config, task, backend, store, llm=llm,
+                       on_generation=(reports.append if reports is not None else None))
     if resume:
         assert engine.restore()
     return engine, backend, store
@@ -25,7 +28,7 @@ def make_engine(tmp_path, config, task, name="run", backend=None, llm=None, repo
 
 def snapshot_ids(store: RunStore, generation: int) -> list[list[str]]:
     data = json.loads((store.snapshots_dir / f"gen-{generation:04d}.json").read_text())
-    return [[ind["id"] for ind in island] for island in data["islands"]]
+    return [[ind["id"] for ind in island] for island in data["population"]["islands"]]
 
 
 def test_selection_pressure_raises_fitness(tmp_path, make_config, conv2d) -> None:
@@ -33,7 +36,7 @@ def test_selection_pressure_raises_fitness(tmp_path, make_config, conv2d) -> Non
     engine, backend, _ = make_engine(tmp_path, make_config(pop=16, gens=6, seed=1), conv2d, reports=reports)
     initial_mean = None
     result = engine.run()
-    population = [ind for island in engine.islands for ind in island]
+    population = engine.population.members
     mean_final = sum(i.speedup for i in population) / len(population)
     initial_mean = engine.logbook.select("avg")[0]
     assert mean_final > initial_mean + 0.5
@@ -41,17 +44,16 @@ def test_selection_pressure_raises_fitness(tmp_path, make_config, conv2d) -> Non
     assert [r.generation for r in reports] == list(range(7))
 
 
-def test_elitism_keeps_the_best(tmp_path, make_config, conv2d, monkeypatch) -> None:
+def test_elitism_keeps_the_best(tmp_path, make_config, conv2d) -> None:
     config = make_config(pop=12, gens=5, seed=3, islands=1)
-    engine, _, _ = make_engine(tmp_path, config, conv2d)
     best_so_far = []
-    original = engine._finish_generation
 
-    def spy(generation, offspring, stats, start):
-        original(generation, offspring, stats, start)
-        best_so_far.append(max(i.fitness.values for i in engine.islands[0]))
-        assert engine.hof[0].id in {i.id for i in engine.islands[0]}   # the elite is never lost
-    monkeypatch.setattr(engine, "_finish_generation", spy)
+    def after_generation(report):
+        island = engine.population.islands[0]
+        best_so_far.append(max(i.fitness.values for i in island))
+        assert engine.population.hof[0].id in {i.id for i in island}   # the elite is never lost
+    engine, _, _ = make_engine(tmp_path, config, conv2d)
+    engine.on_generation = after_generation
     engine.run()
     assert best_so_far == sorted(best_so_far) and len(best_so_far) == 6
     assert [e["best"] for e in engine.logbook] == sorted(e["best"] for e in engine.logbook)
@@ -73,7 +75,7 @@ def test_islands_migrate_in_a_ring(tmp_path, make_config, conv2d, monkeypatch) -
     engine, _, _ = make_engine(tmp_path, config, conv2d)
     engine.run()
     assert len(calls) == 2 and all(len(c) == 3 for c in calls)
-    assert [len(island) for island in engine.islands] == [4, 4, 4]
+    assert [len(island) for island in engine.population.islands] == [4, 4, 4]
 
 
 def test_duplicates_are_never_evaluated(tmp_path, make_config, conv2d) -> None:
@@ -139,20 +141,24 @@ def test_resume_reproduces_the_same_next_generation(tmp_path, make_config, conv2
 
 
 class Interrupting(InlineBackend):
-    """Raises KeyboardInterrupt (Ctrl-C) after ``after`` evaluations."""
+    """Returns at most ``after`` results in all, then raises ``error`` (Ctrl-C by default)."""
 
-    def __init__(self, after: int) -> None:
+    def __init__(self, after: int, error: type[BaseException] = KeyboardInterrupt) -> None:
         super().__init__(SyntheticEvaluator().evaluate, SYNTHETIC_GPU)
-        self.after = after
-
+        self.after, self.error = after, error
+        self.waiting: list[Candidate] = []
         self.evaluated = 0
+
+    def submit(self, candidate):
+        super().submit(candidate)
+        self.waiting.append(candidate)
 
     def poll(self, timeout_s):
         if self.evaluated >= self.after:
-            raise KeyboardInterrupt
-        batch, self._queue = self._queue[: self.after - self.evaluated], self._queue[self.after - self.evaluated:]
+            raise self.error
+        batch, self.waiting = self.waiting[: self.after - self.evaluated], self.waiting[self.after - self.evaluated:]
         self.evaluated += len(batch)
-        return [(c, self._evaluate(c)) for c in batch]
+        return [(c, SyntheticEvaluator().evaluate(c)) for c in batch]
 
 
 def test_interrupted_run_resumes_without_redoing_work(tmp_path, make_config, conv2d) -> None:
@@ -168,7 +174,9 @@ def test_interrupted_run_resumes_without_redoing_work(tmp_path, make_config, con
     resumed.run()
     assert snapshot_ids(store, 3) == snapshot_ids(full_store, 3)
     assert not set(backend2.submitted) & done_before
-    assert any(r.get("from_cache") for r in store.records())
+    assert any(r["kind"] == "reused" for r in store.records())
+    evaluated = [r["candidate"]["id"] for r in store.records() if r["kind"] == "evaluated"]
+    assert len(evaluated) == len(set(evaluated))                 # one evaluated record per candidate
 
 
 def test_population_members_pickle_without_creator() -> None:

@@ -8,7 +8,7 @@ import yaml
 
 from evo_fsr.commands.evolve import main, parse_shape
 from evo_fsr.config import ConfigError
-from evo_fsr.search.engine import InlineBackend
+from evo_fsr.backend.inline import InlineBackend
 from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SyntheticEvaluator
 
 
@@ -103,3 +103,34 @@ def test_ctrl_c_leaves_a_resumable_run(tmp_path, capsys) -> None:
     assert code == 130 and f"--resume {out}" in capsys.readouterr().err
     assert main(["--resume", str(out)], backend_factory=synthetic) == 0
     assert (out / "snapshots" / "gen-0003.json").is_file()
+
+
+def test_eval_settings_take_verdicts_defaults_and_reach_the_evaluator(monkeypatch) -> None:
+    """One source of truth: the run's eval keys default to verdict's EvalConfig, and what a run
+    sets reaches both the evaluator's EvalConfig and the compile tasks."""
+    pytest.importorskip("ray")
+    import dataclasses
+
+    from evo_fsr.backend import ray_pool
+    from evo_fsr.commands.evolve import gpu_backend
+    from evo_fsr.config import EvalSettings, load_config
+    from evo_fsr.tasks import get_task
+    from evo_fsr.verdict.evaluate import EvalConfig
+
+    shared = [f.name for f in dataclasses.fields(EvalSettings) if f.name not in ("benchmark", "shapes")]
+    assert shared and all(getattr(EvalSettings(), name) == getattr(EvalConfig(), name) for name in shared)
+
+    class FakePool:
+        def __init__(self, factory, **options) -> None:
+            self.factory, self.options = factory, options
+
+        def start(self):
+            return self
+    monkeypatch.setattr(ray_pool, "connect", lambda address=None: False)
+    monkeypatch.setattr(ray_pool, "GpuPool", FakePool)
+    config = load_config(overrides={"task": "conv2d"},
+                         sets=["eval.compile_timeout_s=77", "eval.max_trials=9", "eval.validation_seeds=3"])
+    pool = gpu_backend(config, get_task("conv2d"))
+    eval_config = pool.factory.eval_config
+    assert (eval_config.compile_timeout_s, eval_config.max_trials, eval_config.validation_seeds) == (77.0, 9, 3)
+    assert pool.options["compile_fn"].timeout_s == 77.0

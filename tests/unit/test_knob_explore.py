@@ -11,13 +11,16 @@ from dataclasses import dataclass
 from itertools import islice, product
 from typing import Sequence
 
-from evo_fsr.search import engine as engine_module
+from evo_fsr.backend.inline import InlineBackend
 from evo_fsr.commands import evolve as evolve_command
-from evo_fsr.search.engine import Engine, InlineBackend
 from evo_fsr.knobs import ENUMERATION_LIMIT, KnobSpace, parse_knobs, set_knobs
-from evo_fsr.operators import KNOB_EXPLORE, Offspring, Operator, Outcome, VariationContext, nearest_unseen_variant
-from evo_fsr.search.population import Individual
-from evo_fsr.search.steady import SteadyEngine
+from evo_fsr.operators import (KNOB_EXPLORE, REGISTRY, Offspring, Operator, Outcome, VariationContext,
+                               nearest_unseen_variant)
+from evo_fsr.search import explore as explore_module
+from evo_fsr.search.breeder import Breeder
+from evo_fsr.search.explore import KNOB_EXPLORE_LIMIT, KnobExplorer
+from evo_fsr.search.loop import Evolution
+from evo_fsr.search.population import Individual, Population
 from evo_fsr.search.store import RunStore
 from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SyntheticEvaluator
 from evo_fsr.types import Candidate, source_id
@@ -62,23 +65,36 @@ class Stubborn(Operator):
 
 
 class OneAtATime(InlineBackend):
-    """Returns the oldest submitted candidate at each poll: children stay in flight a while."""
+    """Returns the oldest submitted candidate at each poll: children stay in flight a while.
+    Records how many were outstanding at each poll once the engine stopped breeding."""
+
+    def __init__(self) -> None:
+        super().__init__(SyntheticEvaluator().evaluate, SYNTHETIC_GPU)
+        self.waiting: list[Candidate] = []
+        self.engine: Evolution | None = None
+        self.outstanding_when_exhausted: list[int] = []
+
+    def submit(self, candidate: Candidate) -> None:
+        super().submit(candidate)
+        self.waiting.append(candidate)
 
     def poll(self, timeout_s: float) -> list[tuple[Candidate, object]]:
-        if not self._queue:
+        if self.engine is not None and self.engine.breeder.exhausted:
+            self.outstanding_when_exhausted.append(len(self.waiting))
+        if not self.waiting:
             return []
-        candidate = self._queue.pop(0)
-        return [(candidate, self._evaluate(candidate))]
+        candidate = self.waiting.pop(0)
+        return [(candidate, SyntheticEvaluator().evaluate(candidate))]
 
 
 def synthetic_backend() -> InlineBackend:
     return InlineBackend(SyntheticEvaluator().evaluate, SYNTHETIC_GPU)
 
 
-def make(tmp_path, config, task, kind=Engine, name="run", backend=None, resume=False):
+def make(tmp_path, config, task, name="run", backend=None, resume=False):
     store = RunStore.open(tmp_path / name) if resume else RunStore.create(tmp_path / name, config.to_dict())
     backend = backend or synthetic_backend()
-    engine = kind(config, task, backend, store, poll_interval_s=0.001)
+    engine = Evolution(config, task, backend, store, poll_interval_s=0.001)
     if resume:
         assert engine.restore()
     return engine, backend, store
@@ -88,10 +104,17 @@ def member(source: str, speedup: float = 1.0) -> Individual:
     return Individual("conv2d", source, fitness=(2.0, speedup))
 
 
-def mark_seen(engine: Engine, sources: list[str]) -> None:
+def seen_results(sources: list[str]) -> dict:
     evaluate = SyntheticEvaluator().evaluate
-    for source in sources:
-        engine.results[source_id(source)] = evaluate(Candidate("conv2d", source))
+    return {source_id(s): evaluate(Candidate("conv2d", s)) for s in sources}
+
+
+def breeder_on(config, task, islands: list[list[Individual]], results, operators=None) -> tuple[Breeder, Population]:
+    """A breeder whose operators are ``operators`` (default: one that always draws a seen child)."""
+    population = Population([max(2, len(i)) for i in islands], 4)
+    population.islands = islands
+    breeder = Breeder(task, config, results=results, operators=operators or [(Stubborn(), 1.0)])
+    return breeder, population
 
 
 def all_variants(source: str) -> list[str]:
@@ -157,61 +180,58 @@ class SeenEverything(dict):
         return True
 
 
-def test_the_engine_fallback_is_bounded_on_a_huge_knob_space(tmp_path, make_config, monkeypatch) -> None:
-    engine, _, _ = make(tmp_path, make_config(pop=4, gens=1, seed=3), KnobTask(HUGE))
-    engine.results = SeenEverything()
-    engine.islands, engine.failures = [[member(HUGE), member(set_knobs(HUGE, {"K3": "2"}))]], [[]]
+def test_the_breeder_fallback_is_bounded_on_a_huge_knob_space(make_config, monkeypatch) -> None:
+    breeder, population = breeder_on(make_config(pop=4, gens=1, seed=3), KnobTask(HUGE),
+                                     [[member(HUGE), member(set_knobs(HUGE, {"K3": "2"}))]], SeenEverything())
     examined = []
-    real = engine_module.nearest_unseen_variant
+    real = explore_module.nearest_unseen_variant
 
     def counting(*args, **kwargs):
         found = real(*args, **kwargs)
         examined.append(found.examined)
         return found
-    monkeypatch.setattr(engine_module, "nearest_unseen_variant", counting)
+    monkeypatch.setattr(explore_module, "nearest_unseen_variant", counting)
     start = time.monotonic()
-    outcome = engine._vary_one(0, engine.islands[0], set(), operators=[(Stubborn(), 1.0)]).resolve()
+    outcome = breeder.breed(0, population, set()).resolve()
     assert outcome.reason == "only already-seen variants found"     # nothing found, nothing proven
-    assert sum(examined) == engine_module.KNOB_EXPLORE_LIMIT and not engine.exhausted
-    assert not engine._out_of_variants(()) and time.monotonic() - start < 20
+    assert sum(examined) == KNOB_EXPLORE_LIMIT and not breeder.exhausted
+    assert not breeder.out_of_variants(population, set()) and time.monotonic() - start < 20
 
 
-# -- the fallback in the engine -------------------------------------------------------------------
-def test_fallback_finds_the_unseen_variant_at_distance_one(tmp_path, make_config) -> None:
-    engine, _, _ = make(tmp_path, make_config(pop=4, gens=1, seed=3), KnobTask(SMALL))
+# -- the fallback in the breeder ------------------------------------------------------------------
+def test_fallback_finds_the_unseen_variant_at_distance_one(make_config) -> None:
     parent = member(SMALL)
     near = set_knobs(SMALL, {"C": "2"})
     far = [set_knobs(SMALL, {"A": "2", "B": "3"}), set_knobs(SMALL, {"A": "3", "B": "2", "C": "2"})]
-    mark_seen(engine, [s for s in all_variants(SMALL) if s not in [near] + far])
-    engine.islands, engine.failures = [[parent]], [[]]
+    results = seen_results([s for s in all_variants(SMALL) if s not in [near] + far])
+    breeder, population = breeder_on(make_config(pop=4, gens=1, seed=3), KnobTask(SMALL), [[parent]], results)
     pending: set[str] = set()
-    slot = engine._vary_one(0, engine.islands[0], pending, operators=[(Stubborn(), 1.0)])
-    child = slot.resolve()
+    child = breeder.breed(0, population, pending).resolve()
     assert isinstance(child, Offspring) and child.operator == KNOB_EXPLORE == "knob_explore"
     assert child.parents == (parent.id,) and source_id(child.source) == source_id(near)
     assert pending == {source_id(near)}
-    second = engine._vary_one(0, engine.islands[0], pending, operators=[(Stubborn(), 1.0)]).resolve()
+    second = breeder.breed(0, population, pending).resolve()
     assert isinstance(second, Offspring) and source_id(second.source) in {source_id(s) for s in far}
     assert distance(SMALL, second.source) == 2                       # the nearer of the two far ones
-    assert not engine.exhausted
+    assert not breeder.exhausted
 
 
-def test_fallback_tries_the_island_best_first_then_other_islands(tmp_path, make_config) -> None:
-    engine, _, _ = make(tmp_path, make_config(pop=6, gens=1, seed=3, islands=2), KnobTask(SMALL))
+def test_fallback_tries_the_island_best_first_then_other_islands(make_config) -> None:
+    config = make_config(pop=6, gens=1, seed=3, islands=2)
     parent = member(TINY, 1.0)
     weak, strong = member(SMALL, 1.0), member(set_knobs(SMALL, {"A": "3"}), 3.0)
     away = member(OTHER, 0.5)
-    mark_seen(engine, all_variants(TINY) + all_variants(SMALL) + [OTHER])
-    engine.islands, engine.failures = [[parent], [away]], [[], []]
-    child = engine._vary_one(0, engine.islands[0], set(), operators=[(Stubborn(), 1.0)]).resolve()
+    results = seen_results(all_variants(TINY) + all_variants(SMALL) + [OTHER])
+    breeder, population = breeder_on(config, KnobTask(SMALL), [[parent], [away]], results)
+    child = breeder.breed(0, population, set()).resolve()
     assert isinstance(child, Offspring) and child.operator == KNOB_EXPLORE
     assert child.parents == (away.id,) and child.source == set_knobs(OTHER, {"X": "2"})   # the other island
-    engine.islands[0] += [weak, strong]
-    engine._exhausted_spaces.clear()                     # forget the proof: one variant becomes unseen
-    engine.results.pop(source_id(set_knobs(SMALL, {"A": "3", "C": "2"})))
-    child = engine._explore(0, [parent], set())          # the drawn parent's space is used up
-    assert isinstance(child, Offspring) and child.parents == (strong.id,)   # then the island, best first
-    assert source_id(child.source) == source_id(set_knobs(SMALL, {"A": "3", "C": "2"}))
+    population.islands[0] += [weak, strong]
+    del results[source_id(set_knobs(SMALL, {"A": "3", "C": "2"}))]   # one variant becomes unseen
+    explorer = KnobExplorer("conv2d", llm_can_write=False)          # a fresh one: no proofs remembered
+    child = explorer.explore(0, [parent], population.islands, results.__contains__, random.Random(0))
+    assert isinstance(child, Offspring) and child.parents == (strong.id,)   # the drawn parent's space is used
+    assert source_id(child.source) == source_id(set_knobs(SMALL, {"A": "3", "C": "2"}))   # up: the island, best first
 
 
 MUTATE_ONLY = {"operators.knob_crossover": 0.0}
@@ -222,18 +242,19 @@ def test_a_big_knob_space_changes_nothing(tmp_path, make_config, conv2d, monkeyp
     draws always find something new, so the fallback never runs and the run is the same without
     it, in both modes; and nothing ends early."""
     runs = {}
-    for name, kind, mode in [("gen", Engine, "generational"), ("steady", SteadyEngine, "steady")]:
+    for mode in ("generational", "steady"):
         config = make_config(pop=12, gens=5, seed=11, **{"evolution.mode": mode, **MUTATE_ONLY})
-        engine, backend, store = make(tmp_path, config, conv2d, kind=kind, name=name)
+        engine, backend, store = make(tmp_path, config, conv2d, name=mode)
         engine.run()
-        runs[name] = (backend.submitted, [r["candidate"]["operator"] for r in evaluated(store)])
-        assert engine.stop_reason is None and engine.result().stop_reason is None and not engine.exhausted
-        assert engine.generation == 5 and KNOB_EXPLORE not in runs[name][1]
+        runs[mode] = (backend.submitted, [r["candidate"]["operator"] for r in evaluated(store)])
+        assert engine.stop_reason is None and engine.result().stop_reason is None and not engine.breeder.exhausted
+        assert engine.generation == 5 and KNOB_EXPLORE not in runs[mode][1]
         assert all(e["evals"] >= 12 for e in engine.logbook)
-    monkeypatch.setattr(Engine, "_explore", lambda self, *args: None)     # the behaviour before the fallback
-    for name, kind, mode in [("gen", Engine, "generational"), ("steady", SteadyEngine, "steady")]:
+    monkeypatch.setattr(KnobExplorer, "explore", lambda self, *args: None)     # the behaviour before the fallback
+    for mode in ("generational", "steady"):
+        name = mode
         config = make_config(pop=12, gens=5, seed=11, **{"evolution.mode": mode, **MUTATE_ONLY})
-        engine, backend, store = make(tmp_path, config, conv2d, kind=kind, name=f"{name}-without")
+        engine, backend, store = make(tmp_path, config, conv2d, name=f"{name}-without")
         engine.run()
         assert (backend.submitted, [r["candidate"]["operator"] for r in evaluated(store)]) == runs[name]
 
@@ -248,7 +269,7 @@ def test_crossover_misses_in_a_big_space_are_filled_not_lost(tmp_path, make_conf
     assert engine.stop_reason is None and engine.generation == 5
     explored = [r for r in evaluated(store) if r["candidate"]["operator"] == KNOB_EXPLORE]
     assert explored and all(len(r["candidate"]["parents"]) == 1 for r in explored)
-    monkeypatch.setattr(Engine, "_explore", lambda self, *args: None)
+    monkeypatch.setattr(KnobExplorer, "explore", lambda self, *args: None)
     before, _, _ = make(tmp_path, config, conv2d, name="without")
     before.run()
     assert before.counters["rejected"] > 0 and sum(e["evals"] for e in before.logbook) < 12 * 6
@@ -285,52 +306,42 @@ def test_exhausted_knob_space_ends_a_generational_run_early(tmp_path, make_confi
 def test_exhausted_knob_space_ends_a_steady_run_early(tmp_path, make_config, caplog) -> None:
     caplog.set_level(logging.INFO, logger="evo_fsr")
     config = make_config(pop=4, gens=20, seed=5, **{"evolution.mode": "steady", "evolution.in_flight": 3})
-    engine, backend, store = make(tmp_path, config, KnobTask(SMALL), kind=SteadyEngine,
-                                  backend=OneAtATime(SyntheticEvaluator().evaluate, SYNTHETIC_GPU))
-    drained = []
-    original = engine._drain_exhausted
-
-    def spy() -> None:
-        drained.append(engine.outstanding)
-        original()
-    engine._drain_exhausted = spy                        # type: ignore[method-assign]
+    engine, backend, store = make(tmp_path, config, KnobTask(SMALL), backend=OneAtATime())
+    backend.engine = engine
     result = engine.run()
     everything = {source_id(s) for s in all_variants(SMALL)}
     assert len(backend.submitted) == len(set(backend.submitted)) == 18
     assert set(backend.submitted) == everything == {r["candidate"]["id"] for r in evaluated(store)}
+    drained = backend.outstanding_when_exhausted
     assert drained and drained[0] > 0                    # children were in flight when breeding stopped
-    assert not backend._queue and engine.outstanding == 0
+    assert not backend.waiting and engine.outstanding == 0
     last = engine.generation
     assert result.generation == last < config.gens and [e["gen"] for e in engine.logbook] == list(range(last + 1))
     assert sum(e["evals"] for e in engine.logbook) == 18
     snap = json.loads((store.snapshots_dir / f"gen-{last:04d}.json").read_text())
-    assert snap["in_flight"] == [] and (store.root / "best.cu").is_file()
+    assert snap["policy"]["in_flight"] == [] and (store.root / "best.cu").is_file()
     line = ("knob space exhausted after 18 candidates: no unseen variant left and no LLM configured; "
             f"ending the run after epoch {last}")
     assert exhausted_lines(caplog) == [line] and result.stop_reason == line
     assert Counter(r["kind"] for r in store.records())["rejected"] <= 1
 
     caplog.clear()
-    resumed, backend2, _ = make(tmp_path, config, KnobTask(SMALL), kind=SteadyEngine, resume=True)
+    resumed, backend2, _ = make(tmp_path, config, KnobTask(SMALL), resume=True)
     again = resumed.run()
     assert backend2.submitted == [] and again.generation == last and exhausted_lines(caplog) == [line]
     assert len(list(store.snapshots_dir.glob("gen-*.json"))) == last + 1
 
 
-def test_an_llm_keeps_the_run_going(tmp_path, make_config) -> None:
+def test_an_llm_keeps_the_run_going(make_config) -> None:
     """With an LLM operator enabled a used-up knob space ends nothing: the LLM writes new kernels."""
-    engine, _, _ = make(tmp_path, make_config(pop=4, gens=1, seed=3), KnobTask(TINY))
-    parent = member(TINY)
-    mark_seen(engine, all_variants(TINY))
-    engine.islands, engine.failures = [[parent]], [[]]
-    assert engine._out_of_variants(()) and engine.exhausted           # knob operators only: proven
-    llm_engine, _, _ = make(tmp_path, make_config(pop=4, gens=1, seed=3), KnobTask(TINY), name="llm")
-    llm_engine.operators = llm_engine.operators + [(engine_module.REGISTRY["llm_mutate"], 0.0)]
-    mark_seen(llm_engine, all_variants(TINY))
-    llm_engine.islands, llm_engine.failures = [[parent]], [[]]
-    assert not llm_engine._out_of_variants(())
-    outcome = llm_engine._vary_one(0, llm_engine.islands[0], set(), operators=[(Stubborn(), 1.0)]).resolve()
-    assert outcome.reason == "only already-seen variants found" and not llm_engine.exhausted
+    config, parent = make_config(pop=4, gens=1, seed=3), member(TINY)
+    knobs_only, population = breeder_on(config, KnobTask(TINY), [[parent]], seen_results(all_variants(TINY)))
+    assert knobs_only.out_of_variants(population, set()) and knobs_only.exhausted   # knob operators only: proven
+    with_llm, population = breeder_on(config, KnobTask(TINY), [[parent]], seen_results(all_variants(TINY)),
+                                      operators=[(Stubborn(), 1.0), (REGISTRY["llm_mutate"], 0.0)])
+    assert with_llm.writes_kernels and not with_llm.out_of_variants(population, set())
+    outcome = with_llm.breed(0, population, set()).resolve()
+    assert outcome.reason == "only already-seen variants found" and not with_llm.exhausted
 
 
 def test_cli_summary_says_the_run_ended_early(tmp_path, capsys, caplog, monkeypatch) -> None:

@@ -12,14 +12,15 @@ from collections import Counter
 import pytest
 import yaml
 
-from evo_fsr.search import steady
+from evo_fsr.backend.inline import InlineBackend
 from evo_fsr.commands.evolve import main
 from evo_fsr.config import ConfigError, load_config
-from evo_fsr.search.engine import Engine, InlineBackend
 from evo_fsr.llm.client import LlmReply, LlmUsage
+from evo_fsr.search import population as population_module
+from evo_fsr.search.loop import Evolution
+from evo_fsr.search.policies import EPOCH_ATTEMPT_FACTOR, auto_in_flight
 from evo_fsr.search.population import Individual
 from evo_fsr.search.selection import replace_worst
-from evo_fsr.search.steady import SteadyEngine, auto_in_flight
 from evo_fsr.search.store import RunStore
 from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SYNTHETIC_KERNEL, SyntheticEvaluator
 from evo_fsr.types import Candidate
@@ -36,9 +37,9 @@ class ShuffledBackend:
         self.rng = random.Random(seed)
         self.outstanding: list[Candidate] = []
         self.submitted: list[str] = []
-        self.engine: SteadyEngine | None = None
+        self.engine: Evolution | None = None
         self.steady_polls: list[tuple[int, int]] = []     # (last completed epoch, outstanding)
-        self.drain_polls = 0
+        self.drain_polls: list[int] = []                  # outstanding, once breeding has ended
 
     @property
     def gpu_info(self):
@@ -51,8 +52,8 @@ class ShuffledBackend:
     def poll(self, timeout_s: float):
         engine = self.engine
         if engine is not None and engine.generation >= 0:
-            if getattr(engine, "draining", False):
-                self.drain_polls += 1
+            if engine.draining:
+                self.drain_polls.append(len(self.outstanding))
             else:
                 self.steady_polls.append((engine.generation, len(self.outstanding)))
         count = self.rng.randint(0, min(self.size, len(self.outstanding)))
@@ -72,8 +73,8 @@ def steady_config(make_config, **overrides):
 def make_steady(tmp_path, config, task, name="run", backend=None, llm=None, reports=None, resume=False):
     store = RunStore.open(tmp_path / name) if resume else RunStore.create(tmp_path / name, config.to_dict())
     backend = backend if backend is not None else ShuffledBackend()
-    engine = SteadyEngine(config, task, backend, store, llm=llm,
-                          on_generation=reports.append if reports is not None else None, poll_interval_s=0.001)
+    engine = Evolution(config, task, backend, store, llm=llm,
+                       on_generation=reports.append if reports is not None else None, poll_interval_s=0.001)
     if isinstance(backend, ShuffledBackend):
         backend.engine = engine
     if resume:
@@ -119,28 +120,28 @@ def test_steady_run_completes_epochs_of_pop_children(tmp_path, make_config, conv
     reports = []
     config = steady_config(make_config, pop=12, gens=5, seed=1)
     engine, backend, store = make_steady(tmp_path, config, conv2d, backend=ShuffledBackend(size=2), reports=reports)
-    assert engine.in_flight == auto_in_flight(2) == 12
+    assert engine.policy.limit == auto_in_flight(2) == 12
     result = engine.run()
     assert result.generation == 5 and [r.generation for r in reports] == list(range(6))
     assert [e["gen"] for e in engine.logbook] == list(range(6))
     counts = evaluated_by_epoch(store)
     assert counts[0] == engine.logbook[0]["evals"]
     assert all(counts[e] == 12 for e in range(1, 5))
-    assert 12 <= counts[5] <= 12 + engine.in_flight                  # the last epoch takes the in-flight drain
+    assert 12 <= counts[5] <= 12 + engine.policy.limit                  # the last epoch takes the in-flight drain
     assert [engine.logbook[e]["evals"] for e in range(1, 6)] == [counts[e] for e in range(1, 6)]
     assert sorted(counts) == list(range(6))
     # nothing submitted is lost: every submission came back and was recorded
     assert not backend.outstanding and len(backend.submitted) == sum(counts.values())
     assert all((store.snapshots_dir / f"gen-{e:04d}.json").is_file() for e in range(6))
-    assert snapshot(store, 5)["in_flight"] == [] and snapshot(store, 5)["mode"] == "steady"
-    assert [len(island) for island in engine.islands] == engine.island_sizes
+    assert snapshot(store, 5)["policy"]["in_flight"] == [] and snapshot(store, 5)["mode"] == "steady"
+    assert [len(island) for island in engine.population.islands] == engine.population.sizes
     assert (store.root / "best.cu").is_file()
 
 
 def test_backend_always_has_in_flight_candidates(tmp_path, make_config, conv2d) -> None:
     config = steady_config(make_config, pop=16, gens=4, seed=2)
     engine, backend, _ = make_steady(tmp_path, config, conv2d, backend=ShuffledBackend(size=4, seed=5))
-    assert engine.in_flight == 16 == auto_in_flight(4, 16)          # 4 x 4 + 4, capped at pop
+    assert engine.policy.limit == 16 == auto_in_flight(4, 16)          # 4 x 4 + 4, capped at pop
     engine.run()
     seen = [n for _, n in backend.steady_polls]
     # at every poll between epochs 0 and the last one the backend holds exactly in_flight candidates
@@ -149,7 +150,7 @@ def test_backend_always_has_in_flight_candidates(tmp_path, make_config, conv2d) 
 
     explicit = steady_config(make_config, pop=16, gens=2, seed=2, **{"evolution.in_flight": 3})
     engine2, backend2, _ = make_steady(tmp_path, explicit, conv2d, name="three", backend=ShuffledBackend(size=4))
-    assert engine2.in_flight == 3
+    assert engine2.policy.limit == 3
     engine2.run()
     assert {n for _, n in backend2.steady_polls} == {3}
 
@@ -158,15 +159,16 @@ def test_generational_mode_idles_between_generations(tmp_path, make_config, conv
     """The reason for the steady mode: a generation ends with nothing outstanding."""
     backend = ShuffledBackend(size=2)
     config = make_config(pop=12, gens=2, seed=1)
-    engine = Engine(config, conv2d, backend, RunStore.create(tmp_path / "gen", config.to_dict()),
-                    poll_interval_s=0.001)
-    backend.engine = engine       # type: ignore[assignment]
+    engine = Evolution(config, conv2d, backend, RunStore.create(tmp_path / "gen", config.to_dict()),
+                       poll_interval_s=0.001)
+    backend.engine = engine
     engine.run()
-    assert min(n for _, n in backend.steady_polls) <= 1
+    assert min(n for _, n in backend.steady_polls) <= 2 and min(backend.drain_polls) <= 1
+    assert max(n for _, n in backend.steady_polls) == 12
 
 
 def test_elitism_and_selection_pressure(tmp_path, make_config, conv2d, monkeypatch) -> None:
-    real = steady.replace_worst
+    real = population_module.replace_worst
     calls = []
 
     def spy(population, newcomer, capacity, protect=1):
@@ -176,18 +178,18 @@ def test_elitism_and_selection_pressure(tmp_path, make_config, conv2d, monkeypat
         assert len(population) <= capacity
         calls.append(len(removed))
         return removed
-    monkeypatch.setattr(steady, "replace_worst", spy)
+    monkeypatch.setattr(population_module, "replace_worst", spy)
     config = steady_config(make_config, pop=16, gens=6, seed=1, islands=2)
     engine, _, _ = make_steady(tmp_path, config, conv2d, backend=ShuffledBackend(size=2, seed=3))
     result = engine.run()
     assert len(calls) >= 16 * 6 and all(n == 1 for n in calls)
     bests = [e["best"] for e in engine.logbook]
     assert bests == sorted(bests)
-    population = [i for island in engine.islands for i in island]
+    population = engine.population.members
     mean_final = sum(i.speedup for i in population) / len(population)
     assert mean_final > engine.logbook.select("avg")[0] + 0.5
     assert result.best is not None and result.best.speedup >= 5.0
-    assert engine.hof[0].id in {i.id for i in population}
+    assert engine.population.hof[0].id in {i.id for i in population}
 
 
 def test_elitism_holds_when_every_fitness_ties(tmp_path, make_config, conv2d, monkeypatch) -> None:
@@ -202,10 +204,11 @@ def test_elitism_holds_when_every_fitness_ties(tmp_path, make_config, conv2d, mo
     config = steady_config(make_config, pop=8, gens=3, seed=4, islands=1)
     engine, _, _ = make_steady(tmp_path, config, conv2d, backend=ShuffledBackend(size=2, evaluate=flat))
     engine.run()
-    assert {i.speedup for i in engine.islands[0]} == {2.0}
-    first = snapshot(engine.store, 0)["islands"][0][0]["id"]
-    assert engine.islands[0][0].id == first
-    assert all(i.generation == 3 for i in engine.islands[0][1:])    # everyone else was replaced
+    island = engine.population.islands[0]
+    assert {i.speedup for i in island} == {2.0}
+    first = snapshot(engine.store, 0)["population"]["islands"][0][0]["id"]
+    assert island[0].id == first
+    assert all(i.generation == 3 for i in island[1:])    # everyone else was replaced
 
 
 def test_islands_migrate_every_interval_epochs(tmp_path, make_config, conv2d, monkeypatch) -> None:
@@ -221,7 +224,7 @@ def test_islands_migrate_every_interval_epochs(tmp_path, make_config, conv2d, mo
                            **{"migration.interval": 2, "migration.size": 1})
     engine, _, _ = make_steady(tmp_path, config, conv2d, backend=ShuffledBackend(size=2))
     engine.run()
-    assert epochs == [2, 4] and [len(island) for island in engine.islands] == [4, 4, 4]
+    assert epochs == [2, 4] and [len(island) for island in engine.population.islands] == [4, 4, 4]
 
 
 def test_duplicates_are_never_submitted(tmp_path, make_config, conv2d) -> None:
@@ -283,7 +286,7 @@ def test_llm_duplicates_and_unusable_replies_are_recorded_and_the_run_ends(tmp_p
     rejected = [r for r in store2.records() if r["kind"] == "rejected"]
     assert len(rejected) == garbage.calls and all("unusable reply" in r["reason"] for r in rejected)
     assert [e["gen"] for e in engine2.logbook] == [0, 1, 2]
-    assert all(e["rejected"] >= 8 * steady.EPOCH_ATTEMPT_FACTOR for e in list(engine2.logbook)[1:])
+    assert all(e["rejected"] >= 8 * EPOCH_ATTEMPT_FACTOR for e in list(engine2.logbook)[1:])
 
 
 def test_slow_llm_children_do_not_starve_the_gpus(tmp_path, make_config, conv2d) -> None:
@@ -297,7 +300,7 @@ def test_slow_llm_children_do_not_starve_the_gpus(tmp_path, make_config, conv2d)
     engine.run()
     seen = [n for _, n in backend.steady_polls]
     # never below in_flight; an LLM child that is ready while the backend is full goes in at once
-    assert min(seen) == engine.in_flight and max(seen) <= engine.in_flight + 2
+    assert min(seen) == engine.policy.limit and max(seen) <= engine.policy.limit + 2
     operators = Counter(r["candidate"]["operator"] for r in store.records()
                         if r["kind"] == "evaluated" and r["generation"] > 0)
     assert operators["llm_mutate"] > 0 and operators["knob_mutate"] > 0
@@ -317,7 +320,7 @@ def test_resume_continues_to_the_right_epoch(tmp_path, make_config, conv2d) -> N
     assert result.generation == 4 and [r.generation for r in reports] == [3, 4]
     assert [e["gen"] for e in resumed.logbook] == [0, 1, 2, 3, 4]
     counts = evaluated_by_epoch(store)
-    assert counts[3] == 12 and 12 <= counts[4] <= 12 + resumed.in_flight
+    assert counts[3] == 12 and 12 <= counts[4] <= 12 + resumed.policy.limit
     assert not set(backend.submitted) & before                      # nothing evaluated twice
 
 
@@ -342,7 +345,7 @@ def test_interrupted_steady_run_resumes_without_redoing_work(tmp_path, make_conf
     killed, _, store = make_steady(tmp_path, config, conv2d, backend=Interrupting(epoch=2, after=3))
     with pytest.raises(KeyboardInterrupt):
         killed.run()
-    saved = snapshot(store, 2)["in_flight"]
+    saved = snapshot(store, 2)["policy"]["in_flight"]
     assert len(saved) > 0                        # children in flight at the snapshot are part of it
     done_before = {r["candidate"]["id"] for r in store.records() if r["kind"] == "evaluated"}
     resumed, backend, _ = make_steady(tmp_path, config, conv2d, resume=True)
@@ -350,10 +353,11 @@ def test_interrupted_steady_run_resumes_without_redoing_work(tmp_path, make_conf
     resumed.run()
     assert resumed.generation == 4 and [e["gen"] for e in resumed.logbook] == [0, 1, 2, 3, 4]
     assert not set(backend.submitted) & done_before                  # no GPU time twice
-    cached = [r for r in store.records() if r.get("from_cache")]
-    assert cached and {r["candidate"]["id"] for r in cached} <= {f["individual"]["id"] for f in saved}
-    recorded = {r["candidate"]["id"] for r in store.records() if r["kind"] == "evaluated"}
-    assert {f["individual"]["id"] for f in saved} <= recorded       # every saved in-flight child got its result
+    reused = [r["id"] for r in store.records() if r["kind"] == "reused"]
+    assert reused and set(reused) <= done_before                     # recorded results taken again
+    records = [r["candidate"]["id"] for r in store.records() if r["kind"] == "evaluated"]
+    assert len(records) == len(set(records))                         # one evaluated record per candidate
+    assert {f["individual"]["id"] for f in saved} <= set(records)    # every saved in-flight child got its result
     assert (store.snapshots_dir / "gen-0004.json").is_file()
 
 
