@@ -107,6 +107,13 @@ class RunStore:
         store.cut_torn_record()
         return store
 
+    def read_config(self) -> dict[str, Any]:
+        """The run's resolved configuration (the report reads it)."""
+        data = yaml.safe_load(self.config_path.read_text())
+        if not isinstance(data, dict):
+            raise StoreError(f"{self.config_path}: not a mapping")
+        return data
+
     def cut_torn_record(self) -> int:
         """Cut a last record torn by a crash mid-write (the file does not end in a newline), so
         the next append starts on a line of its own; returns the bytes cut (one warning)."""

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from evo_fsr.commands.evolve import main as evolve_main
-from evo_fsr.search.engine import InlineBackend
+from evo_fsr.backend.inline import InlineBackend
 from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SyntheticEvaluator
 from evo_fsr.types import Candidate, EvalResult, Mismatch, ShapeTiming, Status
 

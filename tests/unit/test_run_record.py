@@ -8,7 +8,7 @@ import pytest
 from evo_fsr import __version__
 from evo_fsr.commands.evolve import main
 from evo_fsr.search import run_record
-from evo_fsr.search.engine import InlineBackend
+from evo_fsr.backend.inline import InlineBackend
 from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SyntheticEvaluator
 
 
