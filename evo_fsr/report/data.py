@@ -179,9 +179,10 @@ def _speed(member: dict[str, Any]) -> float:
 
 def _add_snapshot(data: RunData, snap: dict[str, Any]) -> None:
     generation = int(snap.get("generation", 0))
-    for island, members in enumerate(snap.get("islands", [])):
+    population = snap.get("population", snap)      # snapshot format 1 nests the islands here
+    for island, members in enumerate(population.get("islands", [])):
         speeds = [_speed(m) for m in members]
         if speeds:
             data.islands.append(IslandPoint(generation, island, max(speeds), statistics.median(speeds), len(speeds)))
-    data.hall_of_fame = [m["id"] for m in snap.get("hall_of_fame", []) if "id" in m]
+    data.hall_of_fame = [m["id"] for m in population.get("hall_of_fame", []) if "id" in m]
     data.last_snapshot = snap
