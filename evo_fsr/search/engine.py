@@ -40,6 +40,7 @@ from .population import Individual, same_kernel
 from .selection import Tournament, best, worst
 from .store import RunStore, rng_from_json, rng_state_to_json
 from ..tasks import Task
+from ..report_lines import best_header
 from ..types import Candidate, EvalResult, GpuInfo, Status
 
 log = logging.getLogger(__name__)
@@ -573,11 +574,8 @@ class Engine:
 
     def _write_best(self, top: Individual) -> None:
         result = self.results[top.id]
-        shapes = ", ".join(f"{t.shape_label} {t.speedup:.2f}x" for t in result.timings)
-        header = (f"evo-fsr best kernel for task {self.task.name} (candidate {top.id})\n"
-                  f"geometric-mean speedup over the naive seed: {top.speedup:.3f}x on {result.gpu_name or 'unknown GPU'}\n"
-                  f"per shape: {shapes}\n"
-                  f"found in generation {top.generation} by {top.operator}; run {self.store.root}")
+        header = best_header(self.task.name, top.id, result,
+                             f"found in generation {top.generation} by {top.operator}; run {self.store.root}")
         self.store.write_best(top.source, header)
 
 

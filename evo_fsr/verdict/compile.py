@@ -14,6 +14,7 @@ Works without a GPU: the target arch comes from the caller, the GPU or a default
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -183,7 +184,7 @@ def compile_source(source: str, header: str, arch: str = DEFAULT_ARCH, *,
     if not nvcc:
         return CompileResult(ok=False, key=key, arch=arch, seconds=0.0,
                              log="nvcc not found: install the CUDA toolkit or set CUDA_HOME")
-    result = _run_nvcc(nvcc, source, header, arch, key, timeout_s, extra_flags)
+    result = _explain_launch(_run_nvcc(nvcc, source, header, arch, key, timeout_s, extra_flags), header)
     if cache and not result.timed_out:
         _cache_write(cache, result)
     return result
@@ -212,6 +213,21 @@ def _run_nvcc(nvcc: str, source: str, header: str, arch: str, key: str, timeout_
         if missing:
             return CompileResult(ok=False, key=key, arch=arch, seconds=seconds, log=missing)
         return CompileResult(ok=True, key=key, arch=arch, seconds=seconds, log=diagnostics, binary=binary)
+
+
+_LAUNCH_PROBLEM_RE = re.compile(r'function "launch"|exports no `extern "C" launch`|'
+                                r'declaration of (C )?function .?launch|"launch".*(incompatible|conflict)')
+_PROTOTYPE_RE = re.compile(r'^extern "C" int launch\(.*\)', re.M)
+
+
+def _explain_launch(result: CompileResult, header: str) -> CompileResult:
+    """A failure about ``launch`` (nvcc's overload message, no exported symbol) with the task's
+    expected prototype appended, so the author (or an LLM) sees what to write."""
+    prototype = _PROTOTYPE_RE.search(header)
+    if result.ok or not prototype or not _LAUNCH_PROBLEM_RE.search(result.log):
+        return result
+    hint = f"the task expects exactly this entry point: {prototype.group(0)};"
+    return dataclasses.replace(result, log=f"{result.log}\n{hint}")
 
 
 def _missing_launch(so: Path) -> str | None:
