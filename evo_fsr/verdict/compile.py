@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..knobs import constraint_violation
 from ..runner.sandbox import SandboxPolicy, run_sandboxed
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ def check_source(source: str) -> str | None:
         return f"source is {len(source.encode())} bytes; the limit is {MAX_SOURCE_BYTES}"
     if "\x00" in source:
         return "source contains a NUL byte"
-    source = preprocessor_view(source)   # issue 4: line splices, comments, digraphs
+    original, source = source, preprocessor_view(source)   # issue 4: line splices, comments, digraphs
     for match in _INCLUDE_RE.finditer(source):
         directive, target = match.group(1), match.group(2).strip()
         line = source.count("\n", 0, match.start()) + 1
@@ -103,7 +104,7 @@ def check_source(source: str) -> str | None:
     if bad:
         line = source.count("\n", 0, bad.start()) + 1
         return f"kernel.cu:{line}: '{bad.group(0)}' is not allowed"
-    return None
+    return constraint_violation(original)          # knobs.py: declared knob constraints
 
 
 def preprocessor_view(source: str) -> str:
