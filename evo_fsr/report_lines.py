@@ -43,7 +43,8 @@ def speed_line(result: EvalResult, library_ms: dict[str, float | None] | None = 
         return "no speed: not a correct verdict"
     lib = geomean_of_library(result, library_ms)
     lib_text = f"{ratio(lib)} of library" if lib is not None else "library not measured"
-    return f"{naive:.3f}x over naive, {lib_text} (geomean over {len(result.timings)} shapes)"
+    count = len(result.timings)
+    return f"{naive:.3f}x over naive, {lib_text} (geomean over {count} shape{'s' if count != 1 else ''})"
 
 
 def shape_cells(timing: ShapeTiming, library_ms: float | None = None) -> str:
