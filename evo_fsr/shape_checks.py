@@ -26,6 +26,8 @@ INT32_MAX = 2**31 - 1
 INPUT_COPIES = 3
 #: Device copies of each output: the buffer and the snapshots of the checked timed calls (2).
 OUTPUT_COPIES = 3
+#: The trusted side's reference on the GPU (CuPy, when present): inputs and outputs in float64.
+REFERENCE_BYTES_PER_ELEMENT = 8
 #: The runner's L2-flush buffer and scratch (probe copies), a fixed allowance.
 FIXED_ALLOWANCE_BYTES = 1 << 30
 _RESERVED = ("case", "label")
@@ -38,8 +40,6 @@ def known_dims(task: "Task") -> frozenset[str]:
     for arg in task.args:
         for formula in (*arg.shape, *([arg.value] if arg.value is not None else [])):
             names |= formula.names
-        if arg.role == "scalar":
-            names.add(arg.name)
     for _, formula in task.derived:
         names |= formula.names
     names |= task.flops.names | task.bytes.names
@@ -81,8 +81,8 @@ def check_values(task: "Task", values: Mapping[str, Any], where: str) -> None:
             zeros = [n for n in sorted(formula.names) if env.get(n) == 0]
             raise TaskError(file, where, f"derived {name} = {formula.text} divides by zero"
                             + (f" ({', '.join(f'{n}=0' for n in zeros)}: must be positive)" if zeros else "")) from None
-        except (FormulaError, ValueError):
-            return                                      # a missing dim: reported by the caller
+        except (FormulaError, ValueError, TypeError):
+            return                                      # a missing or non-numeric dim: reported by the loader
         if name in values and values[name] != computed:
             raise TaskError(file, where, f"{name}={values[name]} contradicts its formula {formula.text} = {computed} "
                                          "(leave derived dims out)")
@@ -91,7 +91,7 @@ def check_values(task: "Task", values: Mapping[str, Any], where: str) -> None:
         if arg.role in ("input", "output", "inout"):
             try:
                 dims = [f(env) for f in arg.shape]
-            except (FormulaError, ZeroDivisionError, ValueError):
+            except (FormulaError, ZeroDivisionError, ValueError, TypeError):
                 return                                  # reported by the loader
             if any(d <= 0 for d in dims):
                 kind = "output" if arg.role in ("output", "inout") else "input"
@@ -127,8 +127,9 @@ def check_shape(task: "Task", shape: "Shape", where: str, free_memory_bytes: int
 
 
 def estimated_memory_bytes(task: "Task", shape: "Shape") -> int:
-    """GPU memory a verdict on ``shape`` holds at its peak (timing): every buffer with the copies
-    the runner keeps (``INPUT_COPIES``, ``OUTPUT_COPIES``) plus ``FIXED_ALLOWANCE_BYTES``."""
+    """GPU memory a verdict on ``shape`` needs at its peak (timing): every buffer with the copies
+    the runner keeps (``INPUT_COPIES``, ``OUTPUT_COPIES``), the float64 reference of inputs and
+    outputs, and ``FIXED_ALLOWANCE_BYTES``."""
     from .tasks import DTYPES  # noqa: PLC0415
     total = FIXED_ALLOWANCE_BYTES
     for arg in task.args:
@@ -137,6 +138,8 @@ def estimated_memory_bytes(task: "Task", shape: "Shape") -> int:
         nbytes = arg.numel(shape.env) * DTYPES[arg.dtype][1]
         copies = {"input": INPUT_COPIES, "output": OUTPUT_COPIES, "inout": INPUT_COPIES + OUTPUT_COPIES - 1}
         total += nbytes * copies.get(arg.role, 1)
+        if arg.role != "workspace":
+            total += arg.numel(shape.env) * REFERENCE_BYTES_PER_ELEMENT
     return total
 
 

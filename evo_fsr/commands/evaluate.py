@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         check_counts(args)
         task = get_task(args.task)
         sources = [_load_source(task.seeds(), spec) for spec in args.kernel]
-        free = None if args.compile_only else free_memory_bytes()
+        free = free_memory_bytes() if args.shape and not args.compile_only else None
         shapes = tuple(task.parse_shape(s, free_memory_bytes=free) for s in args.shape)
         if args.shapes:
             task.benchmark(args.shapes)

@@ -68,6 +68,13 @@ def test_good_shapes_pass_and_zero_is_allowed_where_the_task_uses_it() -> None:
             assert t.make_shape({**given, "case": own.case}).env == own.env
 
 
+def test_only_real_dims_are_known() -> None:
+    known = shape_checks.known_dims(get_task("layernorm"))
+    assert {"rows", "cols"} <= known and "eps" not in known                    # eps is a constant
+    with pytest.raises(TaskError, match="unknown dim eps"):
+        get_task("layernorm").make_shape({"rows": 4, "cols": 8, "eps": 0.1})
+
+
 def test_scalar_outside_int32_is_refused() -> None:
     task = get_task("matmul")
     with pytest.raises(TaskError, match="int32"):
@@ -76,11 +83,11 @@ def test_scalar_outside_int32_is_refused() -> None:
 
 def test_memory_is_checked_against_the_free_figure() -> None:
     task = get_task("matmul")
-    text = "M=8192,K=8192,N=8192"                      # 3 x 256 MiB buffers, ~3.25 GiB with copies
+    text = "M=8192,K=8192,N=8192"                  # 3 x 256 MiB buffers: x3 copies, float64 reference, 1 GiB
     need = shape_checks.estimated_memory_bytes(task, task.parse_shape(text))
-    assert 3 * 2**30 < need < 4 * 2**30
+    assert need == 3 * 2**28 * 3 + 3 * 2**29 + 2**30
     assert task.parse_shape(text, free_memory_bytes=need).env["M"] == 8192
-    with pytest.raises(TaskError, match=r"needs about 3\.\d GiB of GPU memory.*1\.0 GiB free"):
+    with pytest.raises(TaskError, match=r"needs about 4\.8 GiB of GPU memory.*1\.0 GiB free"):
         task.parse_shape(text, free_memory_bytes=2**30)
 
 
