@@ -12,7 +12,6 @@ import pytest
 
 from evo_fsr import shape_checks
 from evo_fsr.commands.evaluate import build_parser, eval_config
-from evo_fsr.commands.evolve import main as evolve_main
 from evo_fsr.tasks import TaskError, get_task
 from evo_fsr.verdict import gpu
 from evo_fsr.verdict.compile import compile_source
@@ -123,13 +122,13 @@ def test_trials_are_honoured_not_raised() -> None:
     assert eval_config(args, ()).min_trials == 10
 
 
-def test_evolve_shape_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    def no_backend(config, task):  # pragma: no cover - must not be reached
-        raise AssertionError("a bad shape must be refused before the backend starts")
-    code = evolve_main(["--task", "conv2d", "--out", str(tmp_path / "run"), "--shape",
-                        CONV.replace("stride=1", "stride=0")], backend_factory=no_backend)
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and "stride=0: must be positive" in err and "\n" not in err
+def test_evolve_shape_is_checked(tmp_path: Path) -> None:
+    for shape, words in ((CONV.replace("stride=1", "stride=0"), "stride=0: must be positive"),
+                         (CONV + ",Z=3", "unknown dim Z=3")):
+        out = _run("scripts/evolve.py", "--task", "conv2d", "--out", str(tmp_path / "run"), "--shape", shape)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0], out.stderr
     assert not (tmp_path / "run").exists()
 
 
