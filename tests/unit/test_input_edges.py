@@ -109,9 +109,12 @@ def test_evaluate_cli_checks_memory_against_nvidia_smi(tmp_path: Path) -> None:
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\necho 1024\n")
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
-    out = _run("scripts/evaluate.py", "--task", "matmul", "seed:naive", "--shape", "M=8192,K=8192,N=8192",
-               env={"PATH": f"{tmp_path}:{os.environ['PATH']}"})
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    out = _run("scripts/evaluate.py", "--task", "matmul", "seed:naive", "--shape", "M=8192,K=8192,N=8192", env=env)
     assert "1.0 GiB free" in _one_error_line(out)
+    out = _run("scripts/evolve.py", "--task", "matmul", "--out", str(tmp_path / "run"),
+               "--shape", "M=8192,K=8192,N=8192", env=env)
+    assert out.returncode == 2 and "1.0 GiB free" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 def test_trials_are_honoured_not_raised() -> None:
