@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .tasks import Shape, Task
-from .types import source_id
+from .types import EvalResult, Status, source_id
 
 _INCLUDE_LINE_RE = re.compile(r"^[ \t]*#[ \t]*include[^\n]*$", re.M)
 _DEFINE_RE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.M)
@@ -65,6 +65,25 @@ def assemble(task: Task, routes: Sequence[Route], general: str) -> str:
     lines = ["// evo-fsr dispatch kernel: each benchmark shape goes to its best variant (evo_fsr/dispatch.py)",
              *includes, "", *bodies, _dispatcher(task, scalars, routes, index)]
     return "\n".join(lines) + "\n"
+
+
+def choose_routes(shapes: Sequence[Shape], entries: Sequence[tuple[str, EvalResult]]) -> tuple[list[Route], str]:
+    """From (source, verdict) pairs: each shape's fastest correct (status ok) variant, and the
+    general one, the best geometric-mean speedup; shapes whose fastest is the general variant
+    get no route of their own.  Raises DispatchError when no verdict is ok."""
+    ok = [(source, result) for source, result in entries if result.status is Status.OK and result.timings]
+    if not ok:
+        raise DispatchError("no correct (status ok) variant to assemble")
+    general = max(ok, key=lambda entry: entry[1].fitness)[0]
+    routes = []
+    for shape in shapes:
+        timed = [(t.median_ms, source) for source, result in ok for t in result.timings
+                 if t.shape_label == shape.label and t.median_ms > 0]
+        if timed:
+            fastest = min(timed, key=lambda pair: pair[0])[1]
+            if source_id(fastest) != source_id(general):
+                routes.append(Route(shape, fastest))
+    return routes, general
 
 
 def variant_count(source: str) -> int:

@@ -77,3 +77,25 @@ def test_a_task_without_integer_scalars_cannot_route(tmp_path: Path) -> None:
     task = replace(CONV, args=tuple(a for a in CONV.args if a.role != "scalar"))
     with pytest.raises(DispatchError, match="no integer scalar"):
         assemble(task, [Route(CONV.benchmark()[0], _stub(1))], _stub(2))
+
+
+def test_choose_routes_takes_each_shapes_fastest_and_the_best_general() -> None:
+    from evo_fsr.dispatch import choose_routes
+    from evo_fsr.types import EvalResult, ShapeTiming, Status
+
+    def verdict(ms: dict[str, float], status: Status = Status.OK) -> EvalResult:
+        timings = tuple(ShapeTiming(shape_label=k, median_ms=v, baseline_median_ms=4.0, host_median_ms=v,
+                                    baseline_host_median_ms=4.0, trials=10, speed_of_light_ms=0.01)
+                        for k, v in ms.items())
+        return EvalResult(candidate_id="x", task="conv2d", status=status, summary="", timings=timings)
+
+    shapes = CONV.benchmark("quick")
+    a, b = shapes[0].label, shapes[1].label
+    entries = [(_stub(1), verdict({a: 1.0, b: 1.0})),          # best geomean: general
+               (_stub(2), verdict({a: 0.5, b: 4.0})),          # fastest on a
+               (_stub(3), verdict({a: 0.1, b: 0.1}, Status.WRONG))]   # wrong: never chosen
+    routes, general = choose_routes(shapes, entries)
+    assert general == _stub(1)
+    assert [(r.shape.label, r.source) for r in routes] == [(a, _stub(2))]
+    with pytest.raises(DispatchError, match="no correct"):
+        choose_routes(shapes, entries[2:])
