@@ -27,14 +27,16 @@ positions, no nvcc, no GPU): a check of this script, not a measurement.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import statistics
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -46,21 +48,37 @@ from evo_fsr.tasks import Task, get_task, load_task  # noqa: E402
 from evo_fsr.types import Candidate, EvalResult, GpuInfo  # noqa: E402
 
 DEFAULT_CHECKPOINTS = (64, 128, 320)
+PROGRESS_EVERY = 50
+PREFETCH_CHUNK = 64           # sources compiled ahead in parallel, then evaluated one by one on the GPU
 
 
 @dataclass
 class CachedEvaluator:
-    """Evaluates each distinct candidate once; ``calls`` counts every request (cache hits too)."""
+    """Evaluates each distinct candidate once; ``calls`` counts every request (cache hits too).
+    ``prefetch`` compiles sources ahead in parallel with ``compile_fn`` (nvcc is the slow part
+    of an exhaustive pass); their binaries are handed to ``evaluate_fn``."""
 
-    evaluate_fn: Callable[[Candidate], EvalResult]
+    evaluate_fn: Callable[..., EvalResult]
+    compile_fn: Callable[[str], Any] | None = None
     cache: dict[str, EvalResult] = field(default_factory=dict)
+    compiled: dict[str, Any] = field(default_factory=dict)
     calls: int = 0
 
     def __call__(self, candidate: Candidate) -> EvalResult:
         self.calls += 1
         if candidate.id not in self.cache:
-            self.cache[candidate.id] = self.evaluate_fn(candidate)
+            self.cache[candidate.id] = self.evaluate_fn(candidate, self.compiled.pop(candidate.id, None))
+            if len(self.cache) % PROGRESS_EVERY == 0:
+                print(f"  {len(self.cache)} distinct candidates evaluated", file=sys.stderr, flush=True)
         return self.cache[candidate.id]
+
+    def prefetch(self, sources: Sequence[str], workers: int) -> None:
+        if self.compile_fn is None:
+            return
+        todo = [s for s in sources if Candidate("", s).id not in self.cache]
+        with ThreadPoolExecutor(max(1, workers)) as pool:
+            for source, result in zip(todo, pool.map(self.compile_fn, todo)):
+                self.compiled[Candidate("", source).id] = result
 
 
 def score(result: EvalResult) -> float:
@@ -97,7 +115,13 @@ def optimum(space: KnobSpace, task_name: str, evaluate: CachedEvaluator, limit: 
         combos = _distinct_valid(space, rng, sample)
         how = f"best of a uniform random sample of {len(combos)} valid combinations" + (
             f" (of {valid_total})" if valid_total is not None else "")
-    scores = [score(evaluate(Candidate(task_name, space.render(v), "optimum"))) for v in combos]
+    sources = [space.render(v) for v in combos]
+    for start in range(0, len(sources), PREFETCH_CHUNK):
+        chunk = sources[start:start + PREFETCH_CHUNK]
+        evaluate.prefetch(chunk, os.cpu_count() or 1)
+        for source in chunk:
+            evaluate(Candidate(task_name, source, "optimum"))
+    scores = [score(evaluate.cache[Candidate(task_name, source).id]) for source in sources]
     return max(scores, default=0.0), how, len(combos)
 
 
@@ -169,7 +193,7 @@ def run(args: argparse.Namespace) -> str:
     else:
         from evo_fsr.verdict.evaluate import EvalConfig, Evaluator
         evaluator = Evaluator(task, EvalConfig(benchmark=args.shapes, max_trials=args.trials))
-        evaluate = CachedEvaluator(evaluator.evaluate)
+        evaluate = CachedEvaluator(evaluator.evaluate, compile_fn=evaluator.compile)
         gpu, closer = evaluator.gpu_info, evaluator.close
     try:
         best, how, examined = optimum(space, task.name, evaluate, args.exhaustive_limit, args.sample,

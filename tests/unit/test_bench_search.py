@@ -26,10 +26,19 @@ def test_best_after_checkpoints() -> None:
 
 def test_each_candidate_is_evaluated_once() -> None:
     seen: list[str] = []
-    cached = bench.CachedEvaluator(lambda c: seen.append(c.id) or c.id)  # type: ignore[arg-type,func-returns-value]
+    handed: list[object] = []
+
+    def evaluate(candidate, compiled=None):  # type: ignore[no-untyped-def]
+        seen.append(candidate.id)
+        handed.append(compiled)
+        return candidate.id
+
+    cached = bench.CachedEvaluator(evaluate, compile_fn=lambda source: f"binary of {source}")
+    cached.prefetch(["a"], workers=2)
     for source in ("a", "b", "a", "a"):
         cached(Candidate("conv2d", source))
     assert cached.calls == 4 and len(seen) == 2
+    assert handed == ["binary of a", None]          # the prefetched binary is handed over once
 
 
 def test_synthetic_run_reports_the_true_optimum_and_both_curves(tmp_path: Path) -> None:
