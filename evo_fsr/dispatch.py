@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from .tasks import Shape, Task
+from .tasks import Arg, Shape, Task
 from .types import EvalResult, Status, source_id
 
 _INCLUDE_LINE_RE = re.compile(r"^[ \t]*#[ \t]*include[^\n]*$", re.M)
@@ -100,7 +100,7 @@ def _wrap(i: int, source: str) -> str:
             f"{body.rstrip()}\n}}  // namespace evo_variant_{i}\n#undef launch\n{undefs}\n")
 
 
-def _dispatcher(task: Task, scalars: list, routes: Sequence[Route], index: dict[str, int]) -> str:  # type: ignore[type-arg]
+def _dispatcher(task: Task, scalars: list[Arg], routes: Sequence[Route], index: dict[str, int]) -> str:
     params = ", ".join(a.c_decl() for a in task.args)
     call_args = ", ".join(a.name for a in task.args)
     lines = [f'extern "C" int launch({params}) {{']

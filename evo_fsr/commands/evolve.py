@@ -210,7 +210,8 @@ def round_word(config: RunConfig) -> str:
     return "epoch" if config.evolution.mode == "steady" else "generation"
 
 
-def progress_line(report: GenerationReport, gens: int, word: str = "gen", best_result: EvalResult | None = None) -> str:
+def progress_line(report: GenerationReport, gens: int, word: str = "gen",
+                  best_result: EvalResult | None = None) -> str:
     best = progress_best(report.best_speedup, best_result)
     tokens = f"{report.llm_tokens / 1000:.1f}k" if report.llm_tokens >= 1000 else str(report.llm_tokens)
     return (f"{word} {report.generation:>3}/{gens}  best {best:>18}  valid {100 * report.valid_share:3.0f}%  "
@@ -267,7 +268,8 @@ def main(argv: Sequence[str] | None = None, *, backend_factory: BackendFactory |
         word = round_word(config)
         short = "epoch" if word == "epoch" else "gen"
         engine = make_engine(config, task, backend, store, llm,
-                             on_generation=lambda r: print(progress_line(r, config.gens, short, engine.results.get(r.best_id or "")), flush=True))
+                             on_generation=lambda r: print(progress_line(
+                                 r, config.gens, short, engine.results.get(r.best_id or "")), flush=True))
         if args.resume and engine.restore():
             print(f"resuming {store.root} after {word} {engine.generation}", file=sys.stderr)
         mode = (f", steady-state with {engine.in_flight} in flight" if isinstance(engine, SteadyEngine) else "")
@@ -291,7 +293,8 @@ def main(argv: Sequence[str] | None = None, *, backend_factory: BackendFactory |
     print()
     print(summary_table(result, engine))
     if result.best is not None:
-        print(f"\nbest: {speed_line(result.best_result) if result.best_result else f'{result.best.speedup:.3f}x over naive'} -> {store.best_path}")
+        speed = speed_line(result.best_result) if result.best_result else f"{result.best.speedup:.3f}x over naive"
+        print(f"\nbest: {speed} -> {store.best_path}")
     else:
         print(f"\nno correct kernel found; every candidate is in {store.candidates_path}")
     return 0
