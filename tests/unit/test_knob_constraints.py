@@ -33,7 +33,10 @@ def _extreme_sample(space: KnobSpace, rng: random.Random, count: int) -> list[di
     """Valid assignments at the extremes of every quantity a constraint compares (the least and
     the most threads, shared memory, ...), where a constraint missing or too loose compared with
     nvcc's static_asserts shows first; then random valid ones, up to ``count`` at least."""
-    valid = list(space.all_valid())
+    try:
+        valid = list(space.all_valid())
+    except ValueError:                                     # a space too large to enumerate
+        valid = space.sample_valid(rng, 5000)
     env = lambda v: {k: int(x) for k, x in v.items()}  # noqa: E731
     picked: list[dict[str, str]] = []
     for constraint in space.constraints:
