@@ -49,6 +49,7 @@ from evo_fsr.types import Candidate, EvalResult, GpuInfo  # noqa: E402
 
 DEFAULT_CHECKPOINTS = (64, 128, 320)
 PROGRESS_EVERY = 50
+COUNT_LIMIT = 200_000         # valid combinations are counted exactly in spaces up to this size
 PREFETCH_CHUNK = 64           # sources compiled ahead in parallel, then evaluated one by one on the GPU
 
 
@@ -107,9 +108,9 @@ def family_task(task: Task, family: str, folder: Path) -> Task:
 def optimum(space: KnobSpace, task_name: str, evaluate: CachedEvaluator, limit: int, sample: int,
             rng: random.Random) -> tuple[float, str, int]:
     """(best score, how it was found, combinations evaluated)."""
-    valid_total = sum(1 for _ in space.all_valid(limit=10**7)) if _total(space) <= 10**7 else None
+    valid_total = sum(1 for _ in space.all_valid(limit=COUNT_LIMIT)) if _total(space) <= COUNT_LIMIT else None
     if valid_total is not None and valid_total <= limit:
-        combos = list(space.all_valid(limit=10**7))
+        combos = list(space.all_valid(limit=COUNT_LIMIT))
         how = f"exhaustive: all {valid_total} valid combinations"
     else:
         combos = _distinct_valid(space, rng, sample)
