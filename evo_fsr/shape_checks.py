@@ -13,6 +13,7 @@ One clear line each (a ``TaskError`` naming the task file, the shape and the pro
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .formulas import FormulaError
@@ -34,8 +35,8 @@ _RESERVED = ("case", "label")
 
 
 def known_dims(task: "Task") -> frozenset[str]:
-    """Dims a shape of ``task`` may give: those its formulas read, its scalars, its derived dims
-    and those its own shapes set."""
+    """Dims a shape of ``task`` may give: those its formulas read (buffer shapes, scalar values,
+    derived dims, FLOPs, bytes), its derived dims and those its own shapes set."""
     names: set[str] = {name for name, _ in task.derived}
     for arg in task.args:
         for formula in (*arg.shape, *([arg.value] if arg.value is not None else [])):
@@ -63,6 +64,8 @@ def check_values(task: "Task", values: Mapping[str, Any], where: str) -> None:
     for name, value in values.items():
         if name in _RESERVED or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue                                    # the loader reports non-numbers
+        if not math.isfinite(value):
+            raise TaskError(file, where, f"{name}={value}: must be a finite number")
         own = lowest.get(name)
         if own is None:
             continue

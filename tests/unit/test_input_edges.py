@@ -40,6 +40,8 @@ def _one_error_line(out: subprocess.CompletedProcess[str], code: int = 2) -> str
     (CONV.replace("pad=1", "pad=-1"), ("pad=-1", "must not be negative")),
     (CONV.replace("N=1", "N=0"), ("N=0", "must be positive")),
     (CONV.replace("N=1", "N=1.5"), ("N=1.5", "integer")),
+    (CONV.replace("N=1", "N=inf"), ("N=inf", "finite")),
+    (CONV.replace("N=1", "N=nan"), ("N=nan", "finite")),
     (CONV.replace("H=8", "H=2").replace("pad=1", "pad=0"), ("output y would be empty",)),
     (CONV + ",P=3", ("P=3 contradicts", "leave derived dims out")),
     ("N=100000000,C=64,H=56,W=56,K=64,R=3,S=3,pad=1,stride=1", ("x has", "int32")),
