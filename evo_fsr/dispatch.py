@@ -16,6 +16,11 @@ one ``.cu`` in which:
   variant; anything else goes to the general variant.
 
 Two routed shapes whose integer scalars are all equal cannot be told apart: the first wins.
+An assembled kernel is not a variant (its renaming would clash): ``choose_routes`` skips one,
+``assemble`` refuses one.
+
+    routes, general = choose_routes(task.benchmark(name), [(source, verdict), ...])
+    source = assemble(task, routes, general)     # then judge it as any candidate
 """
 from __future__ import annotations
 
@@ -49,6 +54,8 @@ def assemble(task: Task, routes: Sequence[Route], general: str) -> str:
     scalars = [a for a in task.args if a.role == "scalar" and a.dtype in INT_SCALARS]
     if routes and not scalars:
         raise DispatchError(f"task {task.name}: the signature has no integer scalar to route shapes on")
+    if any(variant_count(source) for source in [general, *(route.source for route in routes)]):
+        raise DispatchError("a variant is itself an assembled dispatch kernel; assemble from its variants")
     variants: list[str] = []
     index: dict[str, int] = {}
     for source in [general, *(route.source for route in routes)]:
@@ -71,7 +78,8 @@ def choose_routes(shapes: Sequence[Shape], entries: Sequence[tuple[str, EvalResu
     """From (source, verdict) pairs: each shape's fastest correct (status ok) variant, and the
     general one, the best geometric-mean speedup; shapes whose fastest is the general variant
     get no route of their own.  Raises DispatchError when no verdict is ok."""
-    ok = [(source, result) for source, result in entries if result.status is Status.OK and result.timings]
+    ok = [(source, result) for source, result in entries
+          if result.status is Status.OK and result.timings and not variant_count(source)]
     if not ok:
         raise DispatchError("no correct (status ok) variant to assemble")
     general = max(ok, key=lambda entry: entry[1].fitness)[0]

@@ -99,3 +99,8 @@ def test_choose_routes_takes_each_shapes_fastest_and_the_best_general() -> None:
     assert [(r.shape.label, r.source) for r in routes] == [(a, _stub(2))]
     with pytest.raises(DispatchError, match="no correct"):
         choose_routes(shapes, entries[2:])
+    assembled = assemble(CONV, [Route(shapes[0], _stub(2))], _stub(1))
+    fastest = (assembled, verdict({a: 0.01, b: 0.01}))          # an assembled kernel is never a variant
+    assert choose_routes(shapes, [*entries, fastest]) == (routes, general)
+    with pytest.raises(DispatchError, match="itself an assembled"):
+        assemble(CONV, [Route(shapes[1], assembled)], _stub(1))
