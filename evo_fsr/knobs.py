@@ -8,6 +8,14 @@ operators (evo_fsr/operators/knobs.py) rewrite VALUE within that set; no LLM is 
 A source's *knob space* (``KnobSpace``) is every assignment of allowed values to its knobs;
 ``KnobSpace.nearest`` walks it outward from the current values (Hamming distance 1, 2, ...),
 examining at most ``ENUMERATION_LIMIT`` assignments so that a huge space cannot stall the caller.
+
+A source may declare *knob constraints*, one per comment line, as formulas (evo_fsr/formulas.py)
+over its knob values; every one must hold (be non-zero) for an assignment to be valid:
+
+    // constraint: (BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N) <= 1024
+
+``KnobSpace`` enumerates, samples and walks only valid assignments, and ``constraint_violation``
+says why a source breaks one, so that an invalid combination never reaches nvcc.
 """
 from __future__ import annotations
 
@@ -19,6 +27,7 @@ from itertools import combinations, product
 from math import prod
 from typing import Iterator, Mapping
 
+from .formulas import Formula, FormulaError
 from .types import source_id
 
 #: At most this many assignments are enumerated in distance order; past that, random ones.
@@ -29,6 +38,8 @@ _KNOB_RE = re.compile(
     r"(?P<gap>[ \t]*)//[ \t]*knob:[ \t]*(?P<choices>[^\n]*?)[ \t]*$",
     re.M,
 )
+
+_CONSTRAINT_RE = re.compile(r"^[ \t]*//[ \t]*constraint:[ \t]*(?P<formula>[^\n]*?)[ \t]*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -73,12 +84,55 @@ def set_knobs(source: str, values: dict[str, str]) -> str:
     return _KNOB_RE.sub(_replace, source)
 
 
+def parse_constraints(source: str) -> tuple[Formula, ...]:
+    """The source's ``// constraint: FORMULA`` lines; one that does not parse raises FormulaError."""
+    return tuple(Formula(match["formula"]) for match in _CONSTRAINT_RE.finditer(source))
+
+
+def _number(value: str) -> int | float | None:
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            return float(value)
+        except ValueError:
+            return None
+
+
+def constraint_violation(source: str) -> str | None:
+    """Why the source's knob values break one of its constraints (the first), or None; a
+    constraint that does not parse, or names something other than a numeric knob, is a violation
+    too (it cannot be checked)."""
+    try:
+        constraints = parse_constraints(source)
+    except FormulaError as exc:
+        return f"knob constraint does not parse: {exc}"
+    if not constraints:
+        return None
+    env = {name: _number(knob.value) for name, knob in parse_knobs(source).items()}
+    return _violation(constraints, env)
+
+
+def _violation(constraints: tuple[Formula, ...], env: Mapping[str, int | float | None]) -> str | None:
+    numbers = {k: v for k, v in env.items() if v is not None}
+    for constraint in constraints:
+        try:
+            if not constraint(numbers):
+                values = ", ".join(f"{n}={numbers[n]}" for n in sorted(constraint.names))
+                return f"knob constraint {constraint.text} does not hold ({values})"
+        except (FormulaError, ZeroDivisionError, ValueError, OverflowError) as exc:
+            return f"knob constraint {constraint.text} cannot be checked: {exc}"
+    return None
+
+
 @dataclass(frozen=True)
 class KnobSpace:
-    """A source as a template over its knob values: any assignment renders without re-parsing."""
+    """A source as a template over its knob values: any assignment renders without re-parsing.
+    Only assignments satisfying ``constraints`` count as members (``valid``)."""
 
     knobs: tuple[Knob, ...]
     segments: tuple[str, ...]          # the source around each knob's value (len(knobs) + 1 pieces)
+    constraints: tuple[Formula, ...] = ()
 
     @classmethod
     def of(cls, source: str) -> "KnobSpace":
@@ -90,7 +144,57 @@ class KnobSpace:
         order = sorted(spans, key=lambda name: spans[name][0])
         cuts = [0] + [i for name in order for i in spans[name]] + [len(source)]
         segments = tuple(source[cuts[i]:cuts[i + 1]] for i in range(0, len(cuts), 2))
-        return cls(knobs=tuple(knobs[name] for name in order), segments=segments)
+        try:
+            constraints = parse_constraints(source)
+        except FormulaError:
+            constraints = (Formula("0"),)       # unparsable: no assignment can be shown valid
+        return cls(knobs=tuple(knobs[name] for name in order), segments=segments, constraints=constraints)
+
+    def violation(self, values: Mapping[str, str]) -> str | None:
+        """Why the assignment (``values`` over the current ones) breaks a constraint, or None."""
+        if not self.constraints:
+            return None
+        env = {knob.name: _number(value) for knob, value in zip(self.knobs, self.assignment(values))}
+        return _violation(self.constraints, env)
+
+    def valid(self, values: Mapping[str, str]) -> bool:
+        return self.violation(values) is None
+
+    def all_valid(self, limit: int = ENUMERATION_LIMIT) -> Iterator[dict[str, str]]:
+        """Every valid full assignment (each knob's declared values, in source order); raises
+        ValueError when the space holds more than ``limit`` assignments."""
+        total = prod(len(knob.choices) for knob in self.knobs)
+        if total > limit:
+            raise ValueError(f"knob space of {total} assignments is larger than the limit {limit}")
+        names = [knob.name for knob in self.knobs]
+        for values in product(*(knob.choices for knob in self.knobs)):
+            assignment = dict(zip(names, values))
+            if self.valid(assignment):
+                yield assignment
+
+    def sample_valid(self, rng: random.Random, count: int, max_draws: int | None = None) -> list[dict[str, str]]:
+        """Up to ``count`` valid full assignments drawn uniformly (with repetition) from the declared
+        values, by rejection; at most ``max_draws`` draws (default 100 x count)."""
+        out: list[dict[str, str]] = []
+        for _ in range(max_draws if max_draws is not None else 100 * count):
+            if len(out) >= count:
+                break
+            assignment = {knob.name: rng.choice(knob.choices) for knob in self.knobs}
+            if self.valid(assignment):
+                out.append(assignment)
+        return out
+
+    def valid_fraction(self, rng: random.Random | None = None, sample: int = ENUMERATION_LIMIT) -> float:
+        """Share of the declared assignments that are valid: exact when the space has at most
+        ``sample`` assignments, else estimated from ``sample`` uniform draws."""
+        total = prod(len(knob.choices) for knob in self.knobs)
+        if total == 0:
+            return 0.0
+        if total <= sample:
+            return sum(1 for _ in self.all_valid(limit=total)) / total
+        rng = rng or random.Random(0)
+        draws = [{knob.name: rng.choice(knob.choices) for knob in self.knobs} for _ in range(sample)]
+        return sum(self.valid(d) for d in draws) / sample
 
     @property
     def size(self) -> int:
@@ -114,13 +218,20 @@ class KnobSpace:
         and an assignment gives them the same candidate id."""
         skeleton = source_id(self.render({k.name: k.choices[0] for k in self.knobs if k.value in k.choices}))
         declared = ";".join(f"{knob.name}:{' '.join(knob.choices)}" for knob in self.knobs)
+        declared += "|" + ";".join(c.text for c in self.constraints)
         return hashlib.sha256(f"{skeleton}|{declared}".encode()).hexdigest()[:16]
 
     def nearest(self, rng: random.Random, limit: int = ENUMERATION_LIMIT) -> Iterator[dict[str, str]]:
-        """Assignments other than the current one, by Hamming distance from it (1 first), those
-        at one distance in ``rng`` order; each yields only the knobs it changes.  At most
-        ``limit`` are yielded: once a whole distance no longer fits, the rest of the budget goes
-        to random assignments at that distance or more (possibly repeated)."""
+        """Valid assignments other than the current one, by Hamming distance from it (1 first),
+        those at one distance in ``rng`` order; each yields only the knobs it changes.  At most
+        ``limit`` are considered (invalid ones are skipped, not yielded): once a whole distance
+        no longer fits, the rest of the budget goes to random assignments at that distance or
+        more (possibly repeated)."""
+        for values in self._nearest_any(rng, limit):
+            if self.valid(values):
+                yield values
+
+    def _nearest_any(self, rng: random.Random, limit: int) -> Iterator[dict[str, str]]:
         alternatives = {knob.name: _alternatives(knob) for knob in self.knobs}
         names = [name for name, alts in alternatives.items() if alts]
         sizes = _distance_sizes([len(alternatives[name]) for name in names])
@@ -134,6 +245,18 @@ class KnobSpace:
             rng.shuffle(level)
             yield from level
             budget -= len(level)
+
+
+def describe_space(source: str) -> str | None:
+    """``5 knobs, 972 combinations, 89.5% valid under 3 constraints`` (None without knobs)."""
+    space = KnobSpace.of(source)
+    if not space.knobs:
+        return None
+    total = prod(len(knob.choices) for knob in space.knobs)
+    exact = total <= ENUMERATION_LIMIT
+    share = f"{100 * space.valid_fraction():.1f}% valid" + ("" if exact else " (sampled)")
+    return (f"{len(space.knobs)} knobs, {total} combinations, {share} under "
+            f"{len(space.constraints)} constraint{'s' if len(space.constraints) != 1 else ''}")
 
 
 def _alternatives(knob: Knob) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import yaml
 
+from . import shape_checks
 from .formulas import Formula, FormulaError
 from . import task_inputs
 
@@ -154,12 +155,18 @@ class Task:
         raise KeyError(f"task {self.name!r} has no benchmark set {wanted!r} "
                        f"(has: {', '.join(n for n, _ in self.benchmarks)})")
 
-    def make_shape(self, values: Mapping[str, Any], where: str = "shape") -> Shape:
-        """A Shape from user or yaml values: derived dims are computed and checked."""
-        return _make_shape(self.root / "task.yaml", where, values, self.derived, self.args,
-                           self.precision)
+    def make_shape(self, values: Mapping[str, Any], where: str = "shape",
+                   free_memory_bytes: int | None = None) -> Shape:
+        """A Shape from user values: derived dims are computed, and the shape is checked
+        (shape_checks.py: known dims, signs, no empty buffer, int32 ranges, and memory against
+        ``free_memory_bytes`` when given); raises TaskError with one clear line."""
+        shape_checks.check_values(self, values, where)
+        shape = _make_shape(self.root / "task.yaml", where, values, self.derived, self.args,
+                            self.precision)
+        shape_checks.check_shape(self, shape, where, free_memory_bytes)
+        return shape
 
-    def parse_shape(self, text: str) -> Shape:
+    def parse_shape(self, text: str, free_memory_bytes: int | None = None) -> Shape:
         """A Shape from ``"N=32,C=64,..."`` (command line); raises TaskError on a bad value."""
         values: dict[str, Any] = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
@@ -175,7 +182,7 @@ class Task:
         missing = sorted(needed - set(values))
         if missing:
             raise TaskError(self.root / "task.yaml", "--shape", f"missing dims: {', '.join(missing)}")
-        return self.make_shape(values, where="--shape")
+        return self.make_shape(values, where="--shape", free_memory_bytes=free_memory_bytes)
 
     def validation_plan(self, seeds: int) -> tuple[tuple[Shape, str], ...]:
         """(shape, case) pairs to validate on: declared cases kept, every distribution on at

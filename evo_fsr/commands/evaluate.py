@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ..verdict.compile import DEFAULT_ARCH, compile_source, detect_arch
 from ..verdict.evaluate import EvalConfig, Evaluator
+from ..verdict.gpu import driver_missing, free_memory_bytes
+from ..report_lines import of_library, ratio, speed_line
 from ..tasks import TaskError, get_task
 from ..types import Candidate, EvalResult
 from .common import UserError, fail, setup_logging
@@ -49,9 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
     try:
+        check_counts(args)
         task = get_task(args.task)
         sources = [_load_source(task.seeds(), spec) for spec in args.kernel]
-        shapes = tuple(task.parse_shape(s) for s in args.shape)
+        free = free_memory_bytes() if args.shape and not args.compile_only else None
+        shapes = tuple(task.parse_shape(s, free_memory_bytes=free) for s in args.shape)
         if args.shapes:
             task.benchmark(args.shapes)
     except (TaskError, UserError) as exc:
@@ -60,12 +64,16 @@ def main(argv: list[str] | None = None) -> int:
         return fail(str(exc.args[0]))
     if args.compile_only:
         return _compile_only(task, sources, args.arch)
-    config = EvalConfig(benchmark=args.shapes, shapes=shapes, arch=args.arch, max_trials=args.trials,
-                        validation_seeds=args.seeds, library=not args.no_library)
+    config = eval_config(args, shapes)
     evaluator = Evaluator(task, config)
     try:
         gpu = evaluator.gpu_info
     except Exception as exc:  # noqa: BLE001 - no GPU / no driver: one clear line
+        evaluator.close()
+        missing = driver_missing()
+        if missing:
+            return fail(f"no usable CUDA GPU: {missing}; "
+                        "use --compile-only here, or evaluate on a machine with an NVIDIA GPU", code=3)
         return fail(f"no usable CUDA GPU ({str(exc).splitlines()[0][:200]}); "
                     "use --compile-only on a machine without one", code=3)
     print(f"GPU: {gpu.describe()}")
@@ -80,6 +88,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps([r.to_dict() for r in results], indent=1))
     return 0 if all(r.status.correct for r in results) else 1
+
+
+def check_counts(args: argparse.Namespace) -> None:
+    """``--seeds`` and ``--trials`` below 1 are errors (0 seeds would skip validation)."""
+    if args.seeds < 1:
+        raise UserError(f"--seeds {args.seeds}: at least 1 validation input seed per shape is needed "
+                        "(0 would skip validation)")
+    if args.trials < 1:
+        raise UserError(f"--trials {args.trials}: at least 1 timed trial per shape is needed")
+
+
+def eval_config(args: argparse.Namespace, shapes: tuple) -> EvalConfig:  # type: ignore[type-arg]
+    """The evaluator's configuration: ``--trials`` is honoured as given (the minimum number of
+    trials is lowered to it, not the other way round)."""
+    min_trials = min(EvalConfig.min_trials, args.trials)
+    return EvalConfig(benchmark=args.shapes, shapes=shapes, arch=args.arch, max_trials=args.trials,
+                      min_trials=min_trials, validation_seeds=args.seeds, library=not args.no_library)
 
 
 def _compile_only(task, sources, arch: str | None) -> int:  # type: ignore[no-untyped-def]
@@ -104,21 +129,28 @@ def _print_result(label: str, result: EvalResult, evaluator: Evaluator, with_lib
             if text.strip():
                 print(f"  [{stage}] " + text.strip()[:1500].replace("\n", "\n  "))
         return
-    lib_ms = {t.shape_label: t.library_ms for t in result.timings if with_library and t.library_ms > 0}
-    header = f"  {'shape':<28} {'median ms':>10} {'naive ms':>10} {'speedup':>8} {'% SOL':>6} {'torch ms':>9} {'vs torch':>8}  flags"
-    print(header)
-    for t in result.timings:
-        lib = lib_ms.get(t.shape_label)
-        lib_txt = f"{lib:9.4f}" if lib else f"{'-':>9}"
-        vs = f"{lib / t.median_ms:7.2f}x" if lib else f"{'-':>8}"
-        print(f"  {t.shape_label[:28]:<28} {t.median_ms:10.4f} {t.baseline_median_ms:10.4f} {t.speedup:7.2f}x "
-              f"{100 * t.fraction_of_light:5.1f}% {lib_txt} {vs}  {'; '.join(t.flags)}")
-    geo = result.geomean_speedup
-    print(f"  geomean speedup over naive: {geo:.3f}x" if geo else "  geomean speedup: -")
+    print(library_table(result))
     overhead = result.overhead_seconds
     print(f"  evaluation wall time (compile excluded): {result.evaluate_seconds:.2f} s"
           + (f", of which timed kernel calls {result.evaluate_seconds - overhead:.2f} s" if overhead is not None else "")
           + f"; timed trials per shape: {result.timings[0].trials}")
+
+
+def library_table(result: EvalResult, library_ms: dict[str, float | None] | None = None) -> str:
+    """Per shape: times, speedup over naive, % of speed-of-light, the library's time (measured by
+    the evaluator in the same run, ``ShapeTiming.library_ms``) and the kernel's speed relative to
+    it; then both geomeans."""
+    library_ms = library_ms or {}
+    lines = [f"  {'shape':<28} {'median ms':>10} {'naive ms':>10} {'vs naive':>8} {'% SOL':>6} "
+             f"{'library ms':>10} {'of library':>10}  flags"]
+    for t in result.timings:
+        lib = t.library_ms if t.library_ms > 0 else library_ms.get(t.shape_label)
+        lib_txt = f"{lib:10.4f}" if lib else f"{'-':>10}"
+        lines.append(f"  {t.shape_label[:28]:<28} {t.median_ms:10.4f} {t.baseline_median_ms:10.4f} "
+                     f"{t.speedup:7.2f}x {100 * t.fraction_of_light:5.1f}% {lib_txt} "
+                     f"{ratio(of_library(t, lib)):>10}  {'; '.join(t.flags)}")
+    lines.append(f"  geomean: {speed_line(result, library_ms)}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

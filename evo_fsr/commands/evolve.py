@@ -33,10 +33,12 @@ from typing import Any, Callable, Iterable, NoReturn, Sequence
 from ..config import MODES, ConfigError, RunConfig, apply_value, load_config, parse_set, read_yaml, validate
 from ..backend.base import EvalBackend
 from ..llm.client import ChatClient, LlmError, make_client
+from ..report_lines import progress_best, speed_cell, speed_line
 from ..search import run_record
 from ..search.loop import Evolution, saved_llm_usage
 from ..search.policies import SteadyState
 from ..search.rounds import EvolutionResult, GenerationReport
+from ..verdict.gpu import free_memory_bytes
 from ..search.store import RunStore, StoreError
 from ..tasks import Shape, Task, TaskError, get_task
 from ..types import EvalResult
@@ -170,7 +172,7 @@ def resolve_shapes(config: RunConfig, task: Task) -> tuple[str | None, tuple[Sha
     shapes = []
     for i, raw in enumerate(config.eval.shapes):
         try:
-            shapes.append(task.make_shape(dict(raw), where=f"--shape #{i + 1}"))
+            shapes.append(task.make_shape(dict(raw), where=f"--shape #{i + 1}", free_memory_bytes=free_memory_bytes()))
         except TaskError as exc:
             raise ConfigError("eval.shapes", f"#{i + 1}", exc.problem) from None
     benchmark = config.eval.benchmark or None
@@ -211,22 +213,23 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise Terminated()
 
 
-def progress_line(report: GenerationReport, gens: int, word: str = "gen") -> str:
-    best = f"{report.best_speedup:.2f}x" if report.best_speedup is not None else "none correct"
+def progress_line(report: GenerationReport, gens: int, word: str = "gen",
+                  best_result: EvalResult | None = None) -> str:
+    best = progress_best(report.best_speedup, best_result)
     tokens = f"{report.llm_tokens / 1000:.1f}k" if report.llm_tokens >= 1000 else str(report.llm_tokens)
-    return (f"{word} {report.generation:>3}/{gens}  best {best:>8}  valid {100 * report.valid_share:3.0f}%  "
+    return (f"{word} {report.generation:>3}/{gens}  best {best:>18}  valid {100 * report.valid_share:3.0f}%  "
             f"evals {report.evaluated} ({report.evals_per_minute:.1f}/min)  dups {report.duplicates}  "
             f"unusable {report.rejected}  llm {report.llm_calls} calls {tokens} tokens  [{report.seconds:.1f} s]")
 
 
 def summary_table(result: EvolutionResult, engine: Evolution) -> str:
-    lines = [f"{'rank':>4}  {'id':16}  {'speedup':>8}  {'status':13}  {'operator':14}  {'gen':>3}  knobs"]
+    lines = [f"{'rank':>4}  {'id':16}  {'naive / library':>20}  {'status':13}  {'operator':14}  {'gen':>3}  knobs"]
     for rank, ind in enumerate(result.hall_of_fame[:SUMMARY_ROWS], 1):
         res = engine.results.get(ind.id)
         status = res.status.value if res else "?"
-        speed = f"{ind.speedup:.3f}x" if res and res.geomean_speedup is not None else "-"
+        speed = speed_cell(res)
         knobs = " ".join(f"{k}={v}" for k, v in ind.knob_values.items())
-        lines.append(f"{rank:>4}  {ind.id:16}  {speed:>8}  {status:13}  {ind.operator:14}  {ind.generation:>3}  {knobs}")
+        lines.append(f"{rank:>4}  {ind.id:16}  {speed:>20}  {status:13}  {ind.operator:14}  {ind.generation:>3}  {knobs}")
     lines.append("")
     lines.append("verdicts: " + verdict_counts(engine.results.values()))
     if result.stop_reason:
@@ -270,7 +273,8 @@ def main(argv: Sequence[str] | None = None, *, backend_factory: BackendFactory |
         engine = Evolution(config, task, backend, store, llm=llm)
         word = engine.word
         short = "epoch" if word == "epoch" else "gen"
-        engine.on_generation = lambda r: print(progress_line(r, config.gens, short), flush=True)
+        engine.on_generation = lambda r: print(progress_line(
+            r, config.gens, short, engine.results.get(r.best_id or "")), flush=True)
         if args.resume and engine.restore():
             print(f"resuming {store.root} after {word} {engine.generation}", file=sys.stderr)
         _announce_llm(llm)
@@ -299,7 +303,8 @@ def main(argv: Sequence[str] | None = None, *, backend_factory: BackendFactory |
     print()
     print(summary_table(result, engine))
     if result.best is not None:
-        print(f"\nbest: {result.best.speedup:.3f}x over the naive seed -> {store.best_path}")
+        speed = speed_line(result.best_result) if result.best_result else f"{result.best.speedup:.3f}x over naive"
+        print(f"\nbest: {speed} -> {store.best_path}")
     else:
         print(f"\nno correct kernel found; every candidate is in {store.candidates_path}")
     return 0

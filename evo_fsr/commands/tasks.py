@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..knobs import describe_space
 from ..tasks import TaskError, discover, get_task
 from .common import fail
 
@@ -25,6 +26,10 @@ def main(argv: list[str] | None = None) -> int:
             for s in shapes:
                 print(f"  {s.label}: {task.flops_of(s) / 1e9:.3g} GFLOP, {task.bytes_of(s) / 1e6:.3g} MB")
         print(f"seeds: {', '.join(task.seeds())}")
+        for seed, source in task.seeds().items():
+            space = describe_space(source)
+            if space:
+                print(f"  {seed}: {space}")
         return 0
     errors = 0
     print(f"{'task':<18} {'precision':<12} {'seeds':<28} benchmark sets (default first)")

@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, MutableMapping, Sequence
 
-from ..knobs import ENUMERATION_LIMIT, KnobSpace, parse_knobs, set_knobs
+from ..knobs import ENUMERATION_LIMIT, KnobSpace, constraint_violation, parse_knobs, set_knobs
 from ..types import source_id
 from .base import Offspring, Operator, Outcome, Rejected, VariationContext
 
@@ -18,12 +18,35 @@ if TYPE_CHECKING:
     from ..search.population import Individual
 
 
+#: Draws an operator makes for a child whose knob values satisfy the source's constraints.
+CONSTRAINT_TRIES = 32
+
+
 def random_knob_variant(source: str, rng: random.Random) -> str | None:
-    """The source with every knob set to a random allowed value (None without knobs)."""
+    """The source with every knob set to a random allowed value that satisfies its knob
+    constraints (None without knobs, or when ``CONSTRAINT_TRIES`` draws found none)."""
     knobs = parse_knobs(source)
     if not knobs:
         return None
-    return set_knobs(source, {name: rng.choice(knob.choices) for name, knob in knobs.items()})
+    for _ in range(CONSTRAINT_TRIES):
+        variant = set_knobs(source, {name: rng.choice(knob.choices) for name, knob in knobs.items()})
+        if constraint_violation(variant) is None:
+            return variant
+    return None
+
+
+def _within_constraints(draw: Callable[[], Outcome]) -> Outcome:
+    """The first of up to ``CONSTRAINT_TRIES`` draws whose child satisfies its knob constraints;
+    else the last draw, rejected with the violation (it never reaches nvcc)."""
+    outcome = draw()
+    for _ in range(CONSTRAINT_TRIES - 1):
+        if not isinstance(outcome, Offspring) or constraint_violation(outcome.source) is None:
+            return outcome
+        outcome = draw()
+    violation = constraint_violation(outcome.source) if isinstance(outcome, Offspring) else None
+    if violation and isinstance(outcome, Offspring):
+        return Rejected(outcome.operator, outcome.parents, violation)
+    return outcome
 
 
 #: Operator name of the children found by ``nearest_unseen_variant`` (not a configurable operator).
@@ -72,6 +95,9 @@ class KnobMutation(Operator):
     def vary(self, parents: Sequence["Individual"], context: VariationContext,
              rng: random.Random | None = None) -> Outcome:
         rng = rng or random.Random()
+        return _within_constraints(lambda: self._draw(parents, context, rng))
+
+    def _draw(self, parents: Sequence["Individual"], context: VariationContext, rng: random.Random) -> Outcome:
         parent = parents[0]
         knobs = {n: k for n, k in parse_knobs(parent.source).items() if len(k.choices) > 1}
         if not knobs:
@@ -96,6 +122,9 @@ class KnobCrossover(Operator):
     def vary(self, parents: Sequence["Individual"], context: VariationContext,
              rng: random.Random | None = None) -> Outcome:
         rng = rng or random.Random()
+        return _within_constraints(lambda: self._draw(parents, context, rng))
+
+    def _draw(self, parents: Sequence["Individual"], context: VariationContext, rng: random.Random) -> Outcome:
         a, b = parents[0], parents[1]
         knobs_a, knobs_b = parse_knobs(a.source), parse_knobs(b.source)
         shared = [n for n in knobs_a if n in knobs_b and knobs_b[n].value in knobs_a[n].choices

@@ -36,6 +36,7 @@ from ..backend.base import EvalBackend, backend_size
 from ..config import RunConfig
 from ..llm.client import ChatClient, LlmUsage
 from ..operators import Rejected
+from ..report_lines import best_header
 from ..tasks import Task
 from ..types import Candidate, EvalResult, Status
 from .breeder import Breeder, Slot
@@ -331,11 +332,8 @@ class Evolution:
 
     def _write_best(self, top: Individual) -> None:
         result = self.results[top.id]
-        shapes = ", ".join(f"{t.shape_label} {t.speedup:.2f}x" for t in result.timings)
-        header = (f"evo-fsr best kernel for task {self.task.name} (candidate {top.id})\n"
-                  f"geometric-mean speedup over the naive seed: {top.speedup:.3f}x on {result.gpu_name or 'unknown GPU'}\n"
-                  f"per shape: {shapes}\n"
-                  f"found in {self.word} {top.generation} by {top.operator}; run {self.store.root}")
+        header = best_header(self.task.name, top.id, result,
+                             f"found in {self.word} {top.generation} by {top.operator}; run {self.store.root}")
         self.store.write_best(top.source, header)
 
     def restore(self) -> bool:

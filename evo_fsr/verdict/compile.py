@@ -14,6 +14,7 @@ Works without a GPU: the target arch comes from the caller, the GPU or a default
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -27,6 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..knobs import constraint_violation
 from ..runner.sandbox import SandboxPolicy, run_sandboxed
 
 log = logging.getLogger(__name__)
@@ -90,7 +92,7 @@ def check_source(source: str) -> str | None:
         return f"source is {len(source.encode())} bytes; the limit is {MAX_SOURCE_BYTES}"
     if "\x00" in source:
         return "source contains a NUL byte"
-    source = preprocessor_view(source)   # issue 4: line splices, comments, digraphs
+    original, source = source, preprocessor_view(source)   # issue 4: line splices, comments, digraphs
     for match in _INCLUDE_RE.finditer(source):
         directive, target = match.group(1), match.group(2).strip()
         line = source.count("\n", 0, match.start()) + 1
@@ -102,7 +104,7 @@ def check_source(source: str) -> str | None:
     if bad:
         line = source.count("\n", 0, bad.start()) + 1
         return f"kernel.cu:{line}: '{bad.group(0)}' is not allowed"
-    return None
+    return constraint_violation(original)          # knobs.py: declared knob constraints
 
 
 def preprocessor_view(source: str) -> str:
@@ -183,7 +185,7 @@ def compile_source(source: str, header: str, arch: str = DEFAULT_ARCH, *,
     if not nvcc:
         return CompileResult(ok=False, key=key, arch=arch, seconds=0.0,
                              log="nvcc not found: install the CUDA toolkit or set CUDA_HOME")
-    result = _run_nvcc(nvcc, source, header, arch, key, timeout_s, extra_flags)
+    result = _explain_launch(_run_nvcc(nvcc, source, header, arch, key, timeout_s, extra_flags), header)
     if cache and not result.timed_out:
         _cache_write(cache, result)
     return result
@@ -212,6 +214,21 @@ def _run_nvcc(nvcc: str, source: str, header: str, arch: str, key: str, timeout_
         if missing:
             return CompileResult(ok=False, key=key, arch=arch, seconds=seconds, log=missing)
         return CompileResult(ok=True, key=key, arch=arch, seconds=seconds, log=diagnostics, binary=binary)
+
+
+_LAUNCH_PROBLEM_RE = re.compile(r'function "launch"|exports no `extern "C" launch`|'
+                                r'declaration of (C )?function .?launch|"launch".*(incompatible|conflict)')
+_PROTOTYPE_RE = re.compile(r'^extern "C" int launch\(.*\)', re.M)
+
+
+def _explain_launch(result: CompileResult, header: str) -> CompileResult:
+    """A failure about ``launch`` (nvcc's overload message, no exported symbol) with the task's
+    expected prototype appended, so the author (or an LLM) sees what to write."""
+    prototype = _PROTOTYPE_RE.search(header)
+    if result.ok or not prototype or not _LAUNCH_PROBLEM_RE.search(result.log):
+        return result
+    hint = f"the task expects exactly this entry point: {prototype.group(0)};"
+    return dataclasses.replace(result, log=f"{result.log}\n{hint}")
 
 
 def _missing_launch(so: Path) -> str | None:

@@ -8,6 +8,11 @@
 #define THREAD_M 4   // knob: 2 4 8
 #define THREAD_N 4   // knob: 2 4 8
 #define MIN_BLOCKS 0 // knob: 0 1 2 4
+// Knob constraints (evo_fsr/knobs.py): combinations that break one never reach nvcc.
+// constraint: (BLOCK_M // THREAD_M) * (BLOCK_N // THREAD_N) >= 32
+// constraint: (BLOCK_M // THREAD_M) * (BLOCK_N // THREAD_N) <= 1024
+// Past 2048 resident threads per SM (sm_70 to sm_90) ptxas ignores MIN_BLOCKS: a duplicate.
+// constraint: MIN_BLOCKS * (BLOCK_M // THREAD_M) * (BLOCK_N // THREAD_N) <= 2048
 
 #define THREADS ((BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N))
 static_assert(THREADS >= 32 && THREADS <= 1024, "knob combination gives an invalid block size");

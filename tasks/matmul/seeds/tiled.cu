@@ -9,6 +9,12 @@
 #define BLOCK_K 8    // knob: 8 16 32
 #define THREAD_M 8   // knob: 2 4 8
 #define THREAD_N 8   // knob: 2 4 8
+// Knob constraints (evo_fsr/knobs.py), the static_asserts below: broken ones never reach nvcc.
+// constraint: BLOCK_M % THREAD_M == 0
+// constraint: BLOCK_N % THREAD_N == 0
+// constraint: (BLOCK_M // THREAD_M) * (BLOCK_N // THREAD_N) >= 32
+// constraint: (BLOCK_M // THREAD_M) * (BLOCK_N // THREAD_N) <= 1024
+// constraint: (BLOCK_K * (BLOCK_M + 1) + BLOCK_K * BLOCK_N) * 4 <= 48 * 1024
 
 #define ROWS_T (BLOCK_M / THREAD_M)   // threads along m
 #define COLS_T (BLOCK_N / THREAD_N)   // threads along n
