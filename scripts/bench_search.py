@@ -42,7 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evo_fsr.config import load_config  # noqa: E402
 from evo_fsr.knobs import KnobSpace  # noqa: E402
-from evo_fsr.search.engine import Engine, InlineBackend  # noqa: E402
+from evo_fsr.backend.inline import InlineBackend  # noqa: E402
+from evo_fsr.search.loop import Evolution  # noqa: E402
 from evo_fsr.search.store import RunStore  # noqa: E402
 from evo_fsr.tasks import Task, get_task, load_task  # noqa: E402
 from evo_fsr.types import Candidate, EvalResult, GpuInfo  # noqa: E402
@@ -147,7 +148,7 @@ def evolve_search(task: Task, evaluate: CachedEvaluator, gpu: GpuInfo | None, bu
     config = load_config(overrides={"task": task.name, "pop": pop, "gens": gens, "seed": seed,
                                     "eval.benchmark": benchmark, "out": str(folder)})
     store = RunStore.create(folder, config.to_dict())
-    engine = Engine(config, task, InlineBackend(counted, gpu), store)
+    engine = Evolution(config, task, InlineBackend(counted, gpu), store)
     engine.run()
     return scores[:budget]
 

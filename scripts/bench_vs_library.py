@@ -94,7 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     specs = dict(item.split("=", 1) for item in args.kernel if "=" in item)
     from evo_fsr.verdict.evaluate import EvalConfig, Evaluator  # noqa: PLC0415 - GPU side
-    from evo_fsr.verdict.library import library_median_ms  # noqa: PLC0415
     from evo_fsr.types import Candidate  # noqa: PLC0415
     rows: list[list[str]] = []
     geomeans: list[str] = []
@@ -105,13 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         evaluator = Evaluator(task, EvalConfig(benchmark=args.shapes, max_trials=args.trials))
         try:
             gpu = gpu or evaluator.gpu_info.name
+            # the evaluator times the library in the same run (ShapeTiming.library_ms)
             result = evaluator.evaluate(Candidate(task=name, source=source, label=label))
             library_ms: dict[str, float | None] = {}
-            for shape in evaluator.bench_shapes:
-                if any(t.shape_label == shape.label and t.library_ms > 0 for t in result.timings):
-                    continue
-                inputs, expected = evaluator.benchmark_case(shape)
-                library_ms[shape.label] = library_median_ms(task, shape, inputs, expected)
         finally:
             evaluator.close()
         rows += rows_for(name, label, result, library_ms)

@@ -72,16 +72,16 @@ def test_every_task_yaml_states_the_input_keys(name: str) -> None:
     assert {"distributions", "determinism", "timed_inputs"} <= set(raw), name
     task = get_task(name)
     assert task.distributions == tuple(raw["distributions"])
-    assert task.determinism in ("bitwise", "tolerance") and task.timed_inputs in ("mix", "regenerate")
+    assert task.determinism in ("bitwise", "tolerance") and task.timed_inputs in ("mix", "mix_rows", "regenerate")
     assert len(task.distributions) >= 2, (name, "at least one distribution beyond the benchmark one")
     declared = {s["case"] for s in raw["validation"] if "case" in s}
     assert declared <= set(task.distributions)
 
 
-def test_regenerate_tasks_are_those_with_linked_buffers() -> None:
-    regenerate = {n for n in NAMES if get_task(n).timed_inputs == "regenerate"}
-    assert {"mse_loss", "linear_regression"} <= regenerate
-    assert "softmax" not in regenerate and "conv2d" not in regenerate
+def test_tasks_with_linked_buffers_mix_whole_rows() -> None:
+    linked = {n for n in NAMES if get_task(n).timed_inputs in ("mix_rows", "regenerate")}
+    assert {"mse_loss", "linear_regression"} <= linked
+    assert "softmax" not in linked and "conv2d" not in linked
 
 
 # -- the validation plan -------------------------------------------------------------------------
@@ -156,7 +156,7 @@ def _copy_task(tmp_path: Path, name: str, edit) -> Path:  # type: ignore[no-unty
     (lambda r: r.update(distributions=["random"]), "validation[6].case",
      "'large_magnitude' is not one of the distributions"),
     (lambda r: r.update(determinism="exact"), "determinism", "not one of bitwise, tolerance"),
-    (lambda r: r.update(timed_inputs="rotate"), "timed_inputs", "not one of mix, regenerate"),
+    (lambda r: r.update(timed_inputs="rotate"), "timed_inputs", "not one of mix, mix_rows, regenerate"),
 ])
 def test_bad_input_keys_name_file_key_and_problem(tmp_path: Path, edit, key: str, problem: str) -> None:  # type: ignore[no-untyped-def]
     folder = _copy_task(tmp_path, "conv2d", edit)

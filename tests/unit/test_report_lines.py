@@ -11,7 +11,7 @@ import pytest
 from evo_fsr import report_lines
 from evo_fsr.commands.evaluate import library_table
 from evo_fsr.commands.evolve import main as evolve_main
-from evo_fsr.search.engine import InlineBackend
+from evo_fsr.backend.inline import InlineBackend
 from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SyntheticEvaluator
 from evo_fsr.types import EvalResult, ShapeTiming, Status, geometric_mean
 
