@@ -100,17 +100,20 @@ def _number(value: str) -> int | float | None:
 
 
 def constraint_violation(source: str) -> str | None:
-    """Why the source's knob values break one of its constraints (the first), or None; a
-    constraint that does not parse, or names something other than a numeric knob, is a violation
-    too (it cannot be checked)."""
+    """Why the source's knob values break one of its constraints (the first), or None.  Only
+    constraints that can be checked count here, before nvcc: one that does not parse, or names
+    something other than a numeric knob (an LLM's edit dropped the knob and kept the line), is
+    left to the compiler and the source's own static_asserts rather than refusing the kernel.
+    (KnobSpace stays strict: it enumerates nothing it cannot show valid.)"""
     try:
         constraints = parse_constraints(source)
-    except FormulaError as exc:
-        return f"knob constraint does not parse: {exc}"
+    except FormulaError:
+        return None
     if not constraints:
         return None
     env = {name: _number(knob.value) for name, knob in parse_knobs(source).items()}
-    return _violation(constraints, env)
+    numbers = {k for k, v in env.items() if v is not None}
+    return _violation(tuple(c for c in constraints if set(c.names) <= numbers), env)
 
 
 def _violation(constraints: tuple[Formula, ...], env: Mapping[str, int | float | None]) -> str | None:
