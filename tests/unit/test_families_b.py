@@ -155,3 +155,16 @@ def test_invalid_combination_stops_at_static_assert(task: str, seed: str, nvcc_a
     result = _compile(task, _CONSTRAINT_RE.sub("", bad))
     assert not result.ok, values
     assert "static assertion failed" in result.log and "knob constraint" in result.log, result.log[:600]
+
+
+def test_gpu_test_combinations_are_valid() -> None:
+    """The regime-forcing combinations of tests/gpu/test_families_b_gpu.py exist and are valid."""
+    from tests.gpu.test_families_b_gpu import COMBOS
+    assert set(COMBOS) == set(FAMILIES)
+    for (task, seed), combos in COMBOS.items():
+        source = _source(task, seed)
+        constraints = _constraints(source)
+        for values in combos:
+            changed = set_knobs(source, values)                 # raises on an unknown knob or value
+            current = {name: knob.value for name, knob in parse_knobs(changed).items()}
+            assert _valid(constraints, current), (task, values)
