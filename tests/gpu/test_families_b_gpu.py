@@ -53,7 +53,7 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
     ],
     ("histogram", "privatized"): [
         {"AGG": "0", "COPIES": "1", "VEC": "1", "THREADS": "256", "BLOCKS_PER_SM": "4", "ITEMS": "1"},
-        {"AGG": "2", "COPIES": "16", "THREADS": "1024", "BLOCKS_PER_SM": "1", "ITEMS": "4", "VEC": "4"},
+        {"AGG": "1", "COPIES": "16", "THREADS": "1024", "BLOCKS_PER_SM": "1", "ITEMS": "4", "VEC": "4"},
     ],
     ("monte_carlo", "persistent"): [
         {"VEC": "1", "ITEMS": "4", "THREADS": "1024", "BLOCKS_PER_SM": "1"},

@@ -15,9 +15,9 @@
 
 #define THREADS 512         // knob: 256 512 1024
 #define COPIES 4            // knob: 1 2 4 8 16
-#define AGG 1               // knob: 0 1 2
+#define AGG 2               // knob: 0 1 2
 #define BLOCKS_PER_SM 2     // knob: 1 2 4
-#define ITEMS 2             // knob: 1 2 4
+#define ITEMS 4             // knob: 1 2 4
 #define VEC 4               // knob: 1 4
 // Knob constraints (evo_fsr/knobs.py): each copy belongs to at least one warp, and the blocks
 // asked for per SM fit its 2048 threads.
