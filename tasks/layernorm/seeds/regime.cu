@@ -389,9 +389,11 @@ extern "C" int launch(const float* x, const float* gamma, const float* beta, flo
         const int v = vector_width(x, gamma, beta, y, cols, WV);
         const unsigned blocks = (unsigned)(((long long)rows + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
         if (WV >= 4 && v == 4)
-            layernorm_warp<(WV >= 4 ? 4 : 1)><<<blocks, WARPS_PER_BLOCK * 32, 0, stream>>>(x, gamma, beta, y, rows, cols, eps);
+            layernorm_warp<(WV >= 4 ? 4 : 1)><<<blocks, WARPS_PER_BLOCK * 32, 0, stream>>>(
+                x, gamma, beta, y, rows, cols, eps);
         else if (WV >= 2 && v == 2)
-            layernorm_warp<(WV >= 2 ? 2 : 1)><<<blocks, WARPS_PER_BLOCK * 32, 0, stream>>>(x, gamma, beta, y, rows, cols, eps);
+            layernorm_warp<(WV >= 2 ? 2 : 1)><<<blocks, WARPS_PER_BLOCK * 32, 0, stream>>>(
+                x, gamma, beta, y, rows, cols, eps);
         else
             layernorm_warp<1><<<blocks, WARPS_PER_BLOCK * 32, 0, stream>>>(x, gamma, beta, y, rows, cols, eps);
     } else {
