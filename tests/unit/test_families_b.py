@@ -37,6 +37,8 @@ MIN_VALID_FRACTION = 0.7
 RANDOM_VALID_PER_FAMILY = 2
 SAMPLE_SEED = 13
 
+Compiled = dict[tuple[str, str], list[tuple[dict[str, str], CompileResult]]]
+
 _CONSTRAINT_RE = re.compile(r"^[ \t]*//[ \t]*constraint:[ \t]*(?P<formula>[^\n]*?)[ \t]*$", re.M)
 _KNOB_ASSERT_RE = re.compile(r'static_assert\((?P<expr>[^;]*?),\s*"knob constraint: (?P<text>[^"]*)"\)\s*;')
 
@@ -118,14 +120,14 @@ def test_static_assert_mirror_check_can_fail() -> None:
 
 
 @pytest.fixture(scope="module")
-def compiled(nvcc_available: bool) -> dict[tuple[str, str], list[tuple[dict[str, str], CompileResult]]]:
+def compiled(nvcc_available: bool) -> Compiled:
     """Every family's sample compiled once (in parallel) for the tests below."""
     if not nvcc_available:
         pytest.skip("nvcc not found: the family compile checks need the CUDA toolkit")
     jobs = [(task, seed, values) for task, seed in FAMILIES for values in _sample(task, seed)]
     with ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as pool:
         results = list(pool.map(lambda job: _compile(job[0], set_knobs(_source(job[0], job[1]), job[2])), jobs))
-    out: dict[tuple[str, str], list[tuple[dict[str, str], CompileResult]]] = {}
+    out: Compiled = {}
     for (task, seed, values), result in zip(jobs, results):
         out.setdefault((task, seed), []).append((values, result))
     return out
@@ -133,7 +135,7 @@ def compiled(nvcc_available: bool) -> dict[tuple[str, str], list[tuple[dict[str,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task, seed", FAMILIES)
-def test_family_sample_compiles(task: str, seed: str, compiled) -> None:
+def test_family_sample_compiles(task: str, seed: str, compiled: Compiled) -> None:
     sample = compiled[(task, seed)]
     assert len(sample) == 1 + RANDOM_VALID_PER_FAMILY
     failed = [(values, result.log[:600]) for values, result in sample if not result.ok]
