@@ -1,0 +1,126 @@
+"""Seed families of issue 13, part B, on a GPU (`pytest -m gpu tests/gpu/test_families_b_gpu.py`).
+
+1. Each family validates through the Evaluator (every validation shape, two input sets, the
+   determinism re-run) at its default values and at knob combinations chosen to push the
+   validation shapes through every regime of its ``launch()`` (warp / cached / looped / split
+   rows, the scalar and vector paths, deep look-back chains, every aggregation mode).
+2. Each family gives the right answer when every buffer pointer is only 4-byte aligned (the
+   buffers start one element past a cudaMalloc boundary), which the Evaluator's own buffers never
+   exercise: the scalar heads and fallbacks of the vector paths.
+"""
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evo_fsr.knobs import set_knobs
+from evo_fsr.tasks import get_task
+from evo_fsr.types import Candidate, Status
+from evo_fsr.verdict.compile import compile_source
+from evo_fsr.verdict.evaluate import EvalConfig, Evaluator
+from evo_fsr.verdict.inputs import make_case, np_dtype, scalars_of
+from evo_fsr.verdict.validate import check_outputs
+
+pytestmark = pytest.mark.gpu
+
+#: (task, seed): knob combinations besides the default, each forcing other regimes on the
+#: validation shapes.
+COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
+    ("softmax", "regime"): [
+        {"WARP_ITEMS": "1", "THREADS": "128", "ITEMS": "4", "SPLIT_COLS": "2048", "VEC": "4"},
+        {"WARP_ITEMS": "32", "WARPS_PER_BLOCK": "8", "THREADS": "1024", "ITEMS": "16", "VEC": "1"},
+        {"WARP_ITEMS": "2", "THREADS": "256", "ITEMS": "4", "SPLIT_COLS": "4096", "VEC": "2"},
+    ],
+    ("layernorm", "regime"): [
+        {"WARP_ITEMS": "1", "THREADS": "128", "ITEMS": "4", "SPLIT_COLS": "2048", "VEC": "4"},
+        {"WARP_ITEMS": "32", "WARPS_PER_BLOCK": "8", "THREADS": "1024", "ITEMS": "16", "VEC": "1"},
+        {"WARP_ITEMS": "2", "THREADS": "256", "ITEMS": "4", "SPLIT_COLS": "4096", "VEC": "2"},
+    ],
+    ("cross_entropy", "tiled"): [
+        {"THREADS": "128", "SMALL_C": "16", "BLOCKS_PER_SM": "2", "VEC": "1"},
+        {"THREADS": "256", "SMALL_C": "64", "BLOCKS_PER_SM": "8", "VEC": "4"},
+    ],
+    ("maxpool3d", "planes"): [
+        {"THREADS": "64", "ITEMS": "8", "MIN_BLOCKS": "2"},
+        {"THREADS": "512", "ITEMS": "1", "MIN_BLOCKS": "4"},
+    ],
+    ("prefix_sum", "lookback"): [
+        {"THREADS": "128", "ITEMS": "4", "SCAN_ALGO": "0"},
+        {"THREADS": "512", "ITEMS": "8", "SCAN_ALGO": "1"},
+    ],
+    ("histogram", "privatized"): [
+        {"AGG": "0", "COPIES": "1", "VEC": "1", "THREADS": "256", "BLOCKS_PER_SM": "4", "ITEMS": "1"},
+        {"AGG": "1", "COPIES": "16", "THREADS": "1024", "BLOCKS_PER_SM": "1", "ITEMS": "4", "VEC": "4"},
+    ],
+    ("monte_carlo", "persistent"): [
+        {"VEC": "1", "ITEMS": "4", "THREADS": "1024", "BLOCKS_PER_SM": "1"},
+        {"VEC": "4", "ITEMS": "1", "THREADS": "128", "BLOCKS_PER_SM": "8"},
+    ],
+    ("linear_regression", "gram"): [
+        {"VEC": "1", "THREADS": "128", "ROWS_PER_THREAD": "1", "BLOCKS_PER_SM": "4"},
+        {"VEC": "4", "THREADS": "512", "ROWS_PER_THREAD": "2", "BLOCKS_PER_SM": "1"},
+    ],
+}
+CASES = [(task, seed, i) for (task, seed), combos in COMBOS.items() for i in range(len(combos) + 1)]
+
+_evaluators: dict[str, Evaluator] = {}
+
+
+def _variant(task: str, seed: str, index: int) -> str:
+    source = get_task(task).seeds()[seed]
+    return source if index == 0 else set_knobs(source, COMBOS[(task, seed)][index - 1])
+
+
+@pytest.mark.parametrize("task, seed, index", CASES)
+def test_family_combination_validates(task: str, seed: str, index: int) -> None:
+    if task not in _evaluators:
+        _evaluators[task] = Evaluator(task, EvalConfig(profile=False, validation_seeds=2))
+    result = _evaluators[task].evaluate(Candidate(task=task, source=_variant(task, seed, index),
+                                                  label=f"{seed}#{index}"))
+    assert result.status is Status.OK, f"{task}/{seed}#{index}: {result.summary}\n{result.log('run')[-2000:]}"
+
+
+_CTYPES = {"int32": ctypes.c_int32, "int64": ctypes.c_int64, "float32": ctypes.c_float, "float64": ctypes.c_double}
+
+
+@pytest.mark.parametrize("task, seed, index", CASES)
+def test_family_with_4_byte_aligned_pointers(task: str, seed: str, index: int, tmp_path: Path) -> None:
+    cp = pytest.importorskip("cupy")
+    spec = get_task(task)
+    arch = f"sm_{cp.cuda.Device().compute_capability}"
+    built = compile_source(_variant(task, seed, index), spec.header(), arch, cache_dir=None)
+    assert built.ok, built.log
+    library = tmp_path / "kernel.so"
+    library.write_bytes(built.binary)
+    launch = ctypes.CDLL(str(library)).launch
+    launch.restype = ctypes.c_int
+    stream = cp.cuda.Stream(non_blocking=True)
+    for number, shape in enumerate(spec.validation):
+        inputs = make_case(spec, shape, seed=1000 + number)
+        scalars = scalars_of(spec, shape)
+        keep, args, outputs = [], [], {}
+        for arg in spec.args:
+            if arg.role == "stream":
+                args.append(ctypes.c_void_p(stream.ptr))
+            elif arg.role == "scalar":
+                args.append(_CTYPES[arg.dtype](scalars[arg.name]))
+            else:
+                count = arg.numel(shape.env)
+                base = cp.full(count + 1, -1 if arg.dtype.startswith("int") else np.nan, dtype=np_dtype(arg.dtype))
+                view = base[1:]                                   # 4 bytes past an aligned start
+                if arg.role in ("input", "inout"):
+                    view[...] = cp.asarray(inputs[arg.name].reshape(-1))
+                if arg.role in ("output", "inout"):
+                    outputs[arg.name] = (view, arg.dims_of(shape.env))
+                keep.append(base)
+                args.append(ctypes.c_void_p(view.data.ptr))
+        assert launch(*args) == 0
+        stream.synchronize()
+        got = {name: cp.asnumpy(view).reshape(dims) for name, (view, dims) in outputs.items()}
+        expected = spec.reference(inputs, shape.env)
+        found = check_outputs(got, expected, inputs, shape.env, spec.tol, shape.label or str(shape.env),
+                              spec.precision == "exact", custom_compare=spec.custom_compare)
+        assert found is None, f"{task}/{seed}#{index} {shape.env}: {found}"

@@ -1,0 +1,172 @@
+"""Seed families of issue 13, part B (softmax, layernorm, cross_entropy, maxpool3d, prefix_sum,
+histogram, monte_carlo, linear_regression): knob spaces, constraints and nvcc.
+
+CPU checks, no GPU: every family declares knobs and ``// constraint:`` lines; the seed's own
+values are valid; at least 70 % of the combinations are valid; each constraint is mirrored by a
+``static_assert(..., "knob constraint: ...")`` that agrees with it on every combination; and a
+stated sample compiles for sm_90 (the default values plus two random valid combinations per
+family, seeded), while an invalid combination stops at the static_assert in nvcc.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from evo_fsr.formulas import Formula
+from evo_fsr.knobs import parse_knobs, set_knobs
+from evo_fsr.tasks import get_task
+from evo_fsr.verdict.compile import CompileResult, compile_source
+
+#: (task, seed file stem) of the families this module covers.
+FAMILIES = [
+    ("softmax", "regime"),
+    ("layernorm", "regime"),
+    ("cross_entropy", "tiled"),
+    ("maxpool3d", "planes"),
+    ("prefix_sum", "lookback"),
+    ("histogram", "privatized"),
+    ("monte_carlo", "persistent"),
+    ("linear_regression", "gram"),
+]
+MIN_VALID_FRACTION = 0.7
+RANDOM_VALID_PER_FAMILY = 2
+SAMPLE_SEED = 13
+
+Compiled = dict[tuple[str, str], list[tuple[dict[str, str], CompileResult]]]
+
+_CONSTRAINT_RE = re.compile(r"^[ \t]*//[ \t]*constraint:[ \t]*(?P<formula>[^\n]*?)[ \t]*$", re.M)
+_KNOB_ASSERT_RE = re.compile(r'static_assert\((?P<expr>[^;]*?),\s*"knob constraint: (?P<text>[^"]*)"\)\s*;')
+
+
+def _source(task: str, seed: str) -> str:
+    return get_task(task).seeds()[seed]
+
+
+def _constraints(source: str) -> list[Formula]:
+    return [Formula(m["formula"]) for m in _CONSTRAINT_RE.finditer(source)]
+
+
+def _combinations(source: str) -> list[dict[str, str]]:
+    knobs = list(parse_knobs(source).values())
+    return [dict(zip((k.name for k in knobs), values)) for values in itertools.product(*(k.choices for k in knobs))]
+
+
+def _valid(constraints: list[Formula], values: dict[str, str]) -> bool:
+    env = {name: int(value) for name, value in values.items()}
+    return all(bool(c(env)) for c in constraints)
+
+
+def _c_to_formula(expr: str) -> Formula:
+    """A single-comparison C constant expression over knob names in formulas.py syntax
+    (C's integer ``/`` is ``//`` there)."""
+    return Formula(re.sub(r"(?<!/)/(?!/)", "//", expr))
+
+
+def _compile(task: str, source: str) -> CompileResult:
+    return compile_source(source, get_task(task).header(), "sm_90", cache_dir=None)
+
+
+def _sample(task: str, seed: str) -> list[dict[str, str]]:
+    """The seed's own values, then RANDOM_VALID_PER_FAMILY other valid combinations."""
+    source = _source(task, seed)
+    default = {name: knob.value for name, knob in parse_knobs(source).items()}
+    constraints = _constraints(source)
+    others = [v for v in _combinations(source) if v != default and _valid(constraints, v)]
+    rng = random.Random(f"{SAMPLE_SEED}:{task}:{seed}")
+    return [default] + rng.sample(others, RANDOM_VALID_PER_FAMILY)
+
+
+@pytest.mark.parametrize("task, seed", FAMILIES)
+def test_family_space_and_constraints(task: str, seed: str) -> None:
+    source = _source(task, seed)
+    knobs = parse_knobs(source)
+    assert len(knobs) >= 3, f"{task}/{seed}: a family needs several knobs"
+    assert all(len(k.choices) >= 2 and k.value in k.choices for k in knobs.values())
+    constraints = _constraints(source)
+    assert constraints, f"{task}/{seed} declares no constraint"
+    for constraint in constraints:
+        assert constraint.names <= set(knobs), f"{constraint.text}: names something other than a knob"
+    combos = _combinations(source)
+    valid = [v for v in combos if _valid(constraints, v)]
+    assert _valid(constraints, {n: k.value for n, k in knobs.items()}), "the default values break a constraint"
+    assert len(valid) / len(combos) >= MIN_VALID_FRACTION, f"{len(valid)}/{len(combos)} valid"
+    assert len(valid) < len(combos), "a constraint that never excludes anything"
+
+
+@pytest.mark.parametrize("task, seed", FAMILIES)
+def test_static_asserts_mirror_constraints(task: str, seed: str) -> None:
+    """Each constraint has a static_assert whose expression agrees with it on every combination."""
+    source = _source(task, seed)
+    asserts = {m["text"].strip(): _c_to_formula(m["expr"]) for m in _KNOB_ASSERT_RE.finditer(source)}
+    constraints = {c.text: c for c in _constraints(source)}
+    assert set(asserts) == set(constraints)
+    for values in _combinations(source):
+        env = {name: int(value) for name, value in values.items()}
+        for text, constraint in constraints.items():
+            assert bool(asserts[text](env)) == bool(constraint(env)), (text, values)
+
+
+def test_static_assert_mirror_check_can_fail() -> None:
+    """The agreement check above catches a static_assert that drifted from its constraint."""
+    env = {"THREADS": 512, "ITEMS": 16}
+    assert bool(_c_to_formula("THREADS * ITEMS <= 8192")(env)) != bool(Formula("THREADS * ITEMS <= 4096")(env))
+    assert _c_to_formula("COPIES <= THREADS / 32")({"COPIES": 8, "THREADS": 256}) == 1
+    assert _c_to_formula("COPIES <= THREADS / 32")({"COPIES": 16, "THREADS": 256}) == 0
+
+
+@pytest.fixture(scope="module")
+def compiled(nvcc_available: bool) -> Compiled:
+    """Every family's sample compiled once (in parallel) for the tests below."""
+    if not nvcc_available:
+        pytest.skip("nvcc not found: the family compile checks need the CUDA toolkit")
+    jobs = [(task, seed, values) for task, seed in FAMILIES for values in _sample(task, seed)]
+    with ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as pool:
+        results = list(pool.map(lambda job: _compile(job[0], set_knobs(_source(job[0], job[1]), job[2])), jobs))
+    out: Compiled = {}
+    for (task, seed, values), result in zip(jobs, results):
+        out.setdefault((task, seed), []).append((values, result))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task, seed", FAMILIES)
+def test_family_sample_compiles(task: str, seed: str, compiled: Compiled) -> None:
+    sample = compiled[(task, seed)]
+    assert len(sample) == 1 + RANDOM_VALID_PER_FAMILY
+    failed = [(values, result.log[:600]) for values, result in sample if not result.ok]
+    assert not failed, failed
+    assert all(result.binary[:4] == b"\x7fELF" for _, result in sample)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task, seed", FAMILIES)
+def test_invalid_combination_stops_at_static_assert(task: str, seed: str, nvcc_available: bool) -> None:
+    if not nvcc_available:
+        pytest.skip("nvcc not found")
+    source = _source(task, seed)
+    constraints = _constraints(source)
+    invalid = [v for v in _combinations(source) if not _valid(constraints, v)]
+    values = random.Random(f"{SAMPLE_SEED}:invalid:{task}").choice(invalid)
+    bad = set_knobs(source, values)
+    # Without the declared constraints, so that nvcc (not a pre-compile constraint check) rejects it.
+    result = _compile(task, _CONSTRAINT_RE.sub("", bad))
+    assert not result.ok, values
+    assert "static assertion failed" in result.log and "knob constraint" in result.log, result.log[:600]
+
+
+def test_gpu_test_combinations_are_valid() -> None:
+    """The regime-forcing combinations of tests/gpu/test_families_b_gpu.py exist and are valid."""
+    from tests.gpu.test_families_b_gpu import COMBOS
+    assert set(COMBOS) == set(FAMILIES)
+    for (task, seed), combos in COMBOS.items():
+        source = _source(task, seed)
+        constraints = _constraints(source)
+        for values in combos:
+            changed = set_knobs(source, values)                 # raises on an unknown knob or value
+            current = {name: knob.value for name, knob in parse_knobs(changed).items()}
+            assert _valid(constraints, current), (task, values)
