@@ -156,4 +156,4 @@ def test_family_launch_contract(task: str, family: str) -> None:
     for config in launches:
         assert re.search(r",\s*stream\s*$", config), f"{task}/{family}: launch <<<{config}>>> not on `stream`"
     assert "return (int)cudaGetLastError();" in code
-    assert f'extern "C" int launch(' in code
+    assert 'extern "C" int launch(' in code

@@ -24,12 +24,14 @@
 #define VEC 4              // knob: 1 2 4
 #define STAGED 1           // knob: 0 1
 #define STREAMING 0        // knob: 0 1
-// Knob constraints (evo_fsr/knobs.py), enforced by the static_asserts below: the staged kernel's
-// two padded segments must fit in 227 KB of shared memory.
-// constraint: STAGED * THREADS * ITEMS * VEC <= 16384
+// Knob constraints (evo_fsr/knobs.py), enforced by the static_asserts below: the direct kernel
+// holds 2 * VEC * ITEMS floats per thread (32 registers at most: at 1024 threads 64 is the cap,
+// and 4 x 8 spills). It also keeps the staged kernel's two padded segments (at most
+// 1024 * 16 pairs, 132 KB) within the 227 KB of shared memory a block may have.
+// constraint: VEC * ITEMS <= 16
 
 // STREAMING: 1 uses __ldcs / __stcs (evict-first: every element is touched once), 0 plain ld/st.
-static_assert(STAGED * THREADS * ITEMS * VEC <= 16384, "staged segments larger than shared memory");
+static_assert(VEC * ITEMS <= 16, "more than 2 x 16 floats in flight per thread: spills at 1024 threads");
 static_assert(VEC == 1 || VEC == 2 || VEC == 4, "VEC must be 1, 2 or 4");
 static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024, "THREADS must be a warp multiple <= 1024");
 static_assert(ITEMS >= 1, "ITEMS must be positive");
