@@ -12,7 +12,9 @@
 //      writes out[0]. The ticket is a __device__ word tagged with a per-call epoch from the host
 //      ((epoch << 32) | arrivals, updated by atomicCAS): the first arrival of a call finds another
 //      epoch and starts the count at 1, so the state is fresh at every call whatever an earlier
-//      call left behind, with no memset. Summation order then depends on arrival order.
+//      call left behind, with no memset; the last block also sets the word back to tag 0 (so a
+//      captured and replayed launch, whose epoch is frozen, works too). Summation order then
+//      depends on arrival order.
 // Regime dispatch in launch():
 //   - one tile or less (G = 1): one block sums everything and writes out[0] itself (one launch);
 //   - a and b at the same offset modulo VEC*4 bytes: a scalar head of < VEC elements
@@ -155,6 +157,8 @@ mse_partial(const float* __restrict__ x, const float* __restrict__ y, float* __r
     }
     __syncthreads();
     if (is_last) {
+        if (tid == 0) g_ticket = 0;           // every block of this call has arrived: tag 0 again, so
+                                              // a replay with the same epoch (a CUDA graph) starts fresh
         __threadfence();
         float v = 0.0f;
         for (int i = tid; i < (int)gridDim.x; i += THREADS) v += __ldcg(ws + i);
