@@ -759,6 +759,11 @@ def mechanism9() -> list[CaseV2]:
     adv_usleep({SLEEP_UNDER_TIMEOUT_MS * 1000}u);
     return HONEST;''', POSIX), REJECTED, f"sleeps {SLEEP_UNDER_TIMEOUT_MS} ms on the host in every call",
                codes=("timeout:budget", "timeout")),
+        CaseV2("device_sleep_in_timed_calls_only", "relu", 9, wrap("relu", f'''
+    if (adv_count(n) > 3) adv_spin<<<1, 1, 0, stream>>>({ns}ull);   // validation sees <= 3 calls of a shape
+    return HONEST;''', SPIN + COUNTER), REJECTED,
+               f"spins {SLEEP_UNDER_TIMEOUT_MS} ms in every call after the third of a shape (the timed ones)",
+               codes=("timeout:budget", "timeout")),
     ]
 
 

@@ -39,7 +39,8 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, nvcc.Compile
         pytest.skip("nvcc not found")
     cache = tmp_path_factory.mktemp("v2-cache")
     jobs = [(c.name, c.task, c.source) for c in CASES]
-    jobs += [(f"honest:{c.name}", c.task, v2.honest_source(c)) for c in CASES if c.expected == v2.NO_SPEEDUP]
+    honest = {(c.task, v2.honest_source(c)): c.name for c in CASES if c.expected == v2.NO_SPEEDUP}
+    jobs += [(f"honest:{name}", task, src) for (task, src), name in honest.items()]   # one per distinct source
     with cf.ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 2))) as pool:
         results = pool.map(lambda j: nvcc.compile_source(j[2], get_task(j[1]).header(), "sm_90", cache_dir=cache,
                                                          timeout_s=300), jobs)
@@ -64,7 +65,7 @@ def test_no_case_needs_a_vendor_library_at_link_time(compiled: dict[str, nvcc.Co
 def test_suite_covers_every_mechanism_and_every_legitimate_kind() -> None:
     cheats = collections.Counter(c.mechanism for c in CASES if c.expected != v2.OK)
     for mechanism in range(1, 10):
-        assert cheats[mechanism] >= 2, (mechanism, cheats)
+        assert cheats[mechanism] >= 3, (mechanism, cheats)
     assert sum(cheats.values()) >= 40
     legit = " ".join(c.name + " " + c.source for c in CASES if c.expected == v2.OK)
     for needle in ("atomicAdd", "cudaStreamWaitEvent", "cudaGraphLaunch", "cudaLaunchCooperativeKernel",
