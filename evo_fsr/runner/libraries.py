@@ -196,16 +196,18 @@ def _stdlib_dirs() -> list[str]:
 
 
 def _cudart_files() -> list[str]:
-    """The libcudart cudart.py would load (the first of its candidates that exists)."""
+    """The libcudart files cudart.py may load: every candidate of its search that exists (the
+    runner's scrubbed environment may pick another than this process would)."""
+    found: list[str] = []
     try:
         from .cudart import _candidates  # noqa: PLC0415
         for path in _candidates():
-            found = resolve(path)
-            if found:
-                return found[:1] if "/" in path else found
+            for real in resolve(path):
+                if real not in found and os.path.basename(real).startswith("libcudart"):
+                    found.append(real)
     except Exception:  # noqa: BLE001 - no runtime on this machine: nothing to allow
         pass
-    return []
+    return found[:4]
 
 
 def _driver_files() -> list[str]:
