@@ -16,6 +16,10 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .compile import CompileResult
 
 PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 15, 29
@@ -153,7 +157,7 @@ def check_needed(binary: bytes, allow_vendor: bool = False) -> str | None:
               "(the user can opt in with allow_vendor_libraries)")
 
 
-def checked(result: "CompileResult", allow_vendor: bool) -> "CompileResult":  # noqa: F821
+def checked(result: "CompileResult", allow_vendor: bool) -> "CompileResult":
     """``result`` (a compile.CompileResult), made a failure when its object fails the link check."""
     if not result.ok:
         return result

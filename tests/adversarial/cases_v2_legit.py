@@ -3,7 +3,7 @@ false-positive list: atomics, several streams joined with events, CUDA graphs, c
 launch, large dynamic shared memory, CUB block and device primitives)."""
 from __future__ import annotations
 
-from .cases_v2 import OK, CaseV2, wrap
+from .cases_v2_blocks import OK, CaseV2, wrap
 
 WARP_SUM = r'''
 __device__ __forceinline__ float adv_warp_sum(float v) {

@@ -5,13 +5,11 @@ Run with: python -m pytest tests/adversarial/test_vendor_libraries_cpu.py -q
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -243,7 +241,7 @@ def test_a_dlopened_vendor_library_shows_in_the_maps(tmp_path: Path) -> None:
     lib = _gcc_shared(DUMMY_C, tmp_path / "cuda-13.0" / "lib64" / "libcublas.so.13")
     renamed = _gcc_shared(DUMMY_C, tmp_path / "opt" / "innocent.dat")
     own = _gcc_shared("int launch(void) { return 0; }\n", tmp_path / "work" / "candidate.so")
-    code = (f"import ctypes, sys, time\nfor p in sys.argv[1:]: ctypes.CDLL(p)\n"
+    code = ("import ctypes, sys, time\nfor p in sys.argv[1:]: ctypes.CDLL(p)\n"
             "print('ready', flush=True)\ntime.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", code, str(lib), str(renamed), str(own)],
                             stdout=subprocess.PIPE, text=True)
@@ -299,3 +297,14 @@ def test_non_dumpable_process_maps_are_reported_unreadable() -> None:
         hider.wait()
     assert out.stdout.startswith("UNREADABLE"), (out.stdout, out.stderr[-500:])
     assert control.stdout.startswith("READABLE"), (control.stdout, control.stderr[-500:])
+
+
+@pytest.mark.skipif(shutil.which("ldconfig") is None or not os.path.exists("/etc/ld.so.cache"),
+                    reason="no ldconfig or ld.so.cache here")
+def test_ld_cache_parser_agrees_with_ldconfig() -> None:
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=60).stdout
+    cache = libraries._read_ld_cache()
+    pairs = [ln.strip().split(" => ") for ln in out.splitlines()[1:] if " => " in ln]
+    assert pairs and cache
+    for left, path in pairs[:200]:
+        assert path in cache.get(left.split(" (", 1)[0], []), (left, path)
