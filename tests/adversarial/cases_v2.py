@@ -209,12 +209,12 @@ PIPES = r'''
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-static int adv_pipe_fds(int* fds, int max) {          // every pipe among this process's descriptors
+static int adv_pipe_fds(int* fds, int max) {          // every pipe or socket among its descriptors
     int found = 0; char path[64], target[128];
     for (int fd = 3; fd < 256 && found < max; ++fd) {
         snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
         long len = adv_readlink(path, target, sizeof target - 1);
-        if (len > 0) { target[len] = 0; if (!strncmp(target, "pipe:", 5)) fds[found++] = fd; }
+        if (len > 0) { target[len] = 0; if (!strncmp(target, "pipe:", 5) || !strncmp(target, "socket:", 7)) fds[found++] = fd; }
     }
     return found;
 }
@@ -259,23 +259,23 @@ static void* adv_late(void* p) {
         CaseV2("forged_reply_on_every_pipe", "relu", 3, wrap("relu", r'''
     int fds[32]; int k = adv_pipe_fds(fds, 32);
     for (int i = 0; i < k; ++i) adv_write(fds[i], adv_fake, strlen(adv_fake));
-    return HONEST;''', POSIX + PIPES), REJECTED,
+    return HONEST;''', POSIX + PIPES), NO_SPEEDUP,
                "finds the reply pipe in /proc/self/fd and writes a fake, fast-looking reply before the real one",
-               codes=("crash:sandbox-violation",)),
+               honest="seed:naive", codes=("crash:sandbox-violation",)),
         CaseV2("forged_reply_on_argv_fds", "relu", 3, wrap("relu", r'''
     int fds[32]; int k = adv_argv_fds(fds, 32);
     for (int i = 0; i < k; ++i) adv_write(fds[i], adv_fake, strlen(adv_fake));
-    return HONEST;''', POSIX + PIPES), REJECTED,
+    return HONEST;''', POSIX + PIPES), NO_SPEEDUP,
                "reads the reply fd from /proc/self/cmdline (argv) and writes a forged reply",
-               codes=("crash:sandbox-violation",)),
+               honest="seed:naive", codes=("crash:sandbox-violation",)),
         CaseV2("oversized_garbage_reply", "relu", 3, wrap("relu", r'''
     static char junk[1 << 16];
     memset(junk, '{', sizeof junk);
     int fds[32]; int k = adv_pipe_fds(fds, 32);
     for (int i = 0; i < k; ++i) for (int r = 0; r < 64; ++r) adv_write(fds[i], junk, sizeof junk);
-    return HONEST;''', POSIX + PIPES), REJECTED,
+    return HONEST;''', POSIX + PIPES), NO_SPEEDUP,
                "floods the reply pipe with 4 MiB without a newline (an evaluator that buffers it all, or raises)",
-               codes=("crash:sandbox-violation",)),
+               honest="seed:naive", codes=("crash:sandbox-violation",)),
         CaseV2("patches_cudaEventElapsedTime", "relu", 3, wrap("relu", r'''
     static int patched = 0;
     if (!patched) {
