@@ -66,8 +66,21 @@ class ReadRules:
     listable: tuple[str, ...]    # directories whose entries may be listed (no file reads)
 
     def allows(self, path: str) -> bool:
+        """Whether the runner may read ``path`` under these rules (its real path: a file granted,
+        or a granted directory above it)."""
         real = os.path.realpath(path)
-        return real in self.files or any(real == t or real.startswith(t.rstrip("/") + "/") for t in self.trees)
+        if real in self._file_set():
+            return True
+        trees = self._tree_set()
+        return any(str(parent) in trees for parent in (Path(real), *Path(real).parents))
+
+    @functools.lru_cache(maxsize=None)
+    def _file_set(self) -> frozenset[str]:
+        return frozenset(self.files)
+
+    @functools.lru_cache(maxsize=None)
+    def _tree_set(self) -> frozenset[str]:
+        return frozenset(self.trees)
 
 
 def is_vendor_library(path: str) -> bool:
@@ -275,16 +288,24 @@ def vendor_libraries(paths: Iterable[str], own: Iterable[str] = (),
     whatever its name, and any deleted file that looks like a library."""
     rules = rules or runner_read_rules()
     mine = {os.path.realpath(p) for p in own}
-    found: list[str] = []
-    for raw in paths:
-        deleted = raw.endswith(" (deleted)")
-        path = raw[:-len(" (deleted)")] if deleted else raw
-        if path.startswith(("/dev/", "/memfd:", "/proc/", "/sys/")) or os.path.realpath(path) in mine:
-            continue
-        if deleted:
-            if ".so" in os.path.basename(path) or is_vendor_library(path):
-                found.append(raw)
-            continue
-        if is_vendor_library(path) or (_is_elf(path) and not rules.allows(path)):
-            found.append(raw)
-    return found
+    return [raw for raw in paths if _foreign(raw, rules) and os.path.realpath(raw.removesuffix(" (deleted)")) not in mine]
+
+
+def _foreign(raw: str, rules: ReadRules) -> bool:
+    """Whether one mapped path is a shared object the runner does not need."""
+    deleted = raw.endswith(" (deleted)")
+    path = raw.removesuffix(" (deleted)")
+    if path.startswith(("/dev/", "/memfd:", "/proc/", "/sys/")):
+        return False
+    if deleted:
+        return ".so" in os.path.basename(path) or is_vendor_library(path)
+    kind = _kind(path, rules)
+    return kind == "vendor" or (kind == "other" and _is_elf(path))   # read afresh: it may have changed
+
+
+@functools.lru_cache(maxsize=8192)
+def _kind(path: str, rules: ReadRules) -> str:
+    """vendor | allowed | other (cached: the runner's allow-list and vendor names do not change)."""
+    if is_vendor_library(path):
+        return "vendor"
+    return "allowed" if rules.allows(path) else "other"

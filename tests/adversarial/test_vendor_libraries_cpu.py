@@ -308,3 +308,26 @@ def test_ld_cache_parser_agrees_with_ldconfig() -> None:
     assert pairs and cache
     for left, path in pairs[:200]:
         assert path in cache.get(left.split(" (", 1)[0], []), (left, path)
+
+
+@needs_landlock
+def test_the_real_runner_starts_under_the_file_allow_list(tmp_path: Path) -> None:
+    """runner.py itself, confined with the file-level reads, gets as far as without confinement:
+    its imports, libcudart and CUDA's start-up (here, without a GPU, the same CUDA error)."""
+    from evo_fsr.runner.harness import RunnerDied, RunnerProcess
+    if not libraries._cudart_files():
+        pytest.skip("no libcudart on this machine")
+    messages = {}
+    for label, policy in (("confined", SandboxPolicy.for_candidate()),
+                          ("unconfined", SandboxPolicy.unconfined(SandboxPolicy.for_candidate()))):
+        work = tmp_path / label
+        work.mkdir()
+        (work / "job.json").write_text('{"args": [], "libs": {}}')
+        try:
+            with RunnerProcess(work, policy, init_timeout_s=60):
+                messages[label] = "started"
+        except RunnerDied as exc:
+            messages[label] = str(exc)
+    for bad in ("libcudart not found", "Permission denied", "No module named", "ImportError"):
+        assert bad not in messages["confined"], messages
+    assert messages["confined"] == messages["unconfined"], messages
