@@ -9,8 +9,9 @@ itself and then execs the compiler:
 Layers, each applied only where the kernel permits (a refusal is reported, never fatal):
 - ``netns``: a new, empty network namespace (``unshare(CLONE_NEWNET)``, or with CLONE_NEWUSER when
   unprivileged): no interface but a down loopback, so no connection to anything;
-- ``landlock``: filesystem allow-list (read/exec under system, Python and CUDA dirs; read-write
-  only in the workdir and on GPU device nodes), TCP bind/connect denied (ABI >= 4), signals and
+- ``landlock``: filesystem allow-list (read/exec of the files and directories in the policy: for
+  the candidate runner, file by file, so no vendor library can be opened, see libraries.py;
+  read-write only in the workdir and on GPU device nodes), TCP bind/connect denied (ABI >= 4), signals and
   abstract unix sockets scoped to the sandbox (ABI >= 6).  Landlock also forbids ptrace-style
   access to processes outside the sandbox, which covers ``/proc/<pid>/environ`` of the evaluator;
 - ``caps``: every capability dropped (bounding, ambient, effective, permitted, inheritable), so
@@ -99,8 +100,10 @@ def no_new_privs() -> None:
     _libc.prctl(38, 1, 0, 0, 0)                  # PR_SET_NO_NEW_PRIVS
 
 
-def apply_landlock(read: list[str], write: list[str], devices: list[str]) -> str:
-    """Restrict the calling thread (and all it starts later) to the allow-lists."""
+def apply_landlock(read: list[str], write: list[str], devices: list[str], listable: list[str] = ()) -> str:
+    """Restrict the calling thread (and all it starts later) to the allow-lists.  ``read`` holds
+    directories (everything beneath) and single files (read + execute of that file only);
+    ``listable`` directories may only be listed (their files are not readable through it)."""
     abi = landlock_abi()
     if abi <= 0:
         return "off: Landlock not supported or disabled by this kernel"
@@ -113,8 +116,8 @@ def apply_landlock(read: list[str], write: list[str], devices: list[str]) -> str
     if ruleset < 0:
         return "off: " + _err("landlock_create_ruleset")
     try:
-        for paths, rights in ((read, FS_READ), (devices, FS_READ | FS_WRITE_FILE | FS_TRUNCATE),
-                              (write, handled)):
+        for paths, rights in ((read, FS_READ), (listable, FS_READ_DIR),
+                              (devices, FS_READ | FS_WRITE_FILE | FS_TRUNCATE), (write, handled)):
             for path in paths:
                 try:
                     fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -124,6 +127,8 @@ def apply_landlock(read: list[str], write: list[str], devices: list[str]) -> str
                     allowed = rights & handled
                     if not os.path.isdir(path):
                         allowed &= FILE_ONLY
+                    if not allowed:
+                        continue                 # e.g. a file in ``listable``: nothing to grant
                     rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed, fd), 12)
                     if _libc.syscall(ctypes.c_long(NR["landlock_add_rule"]), ctypes.c_int(ruleset),
                                      ctypes.c_int(1), rule, ctypes.c_uint32(0)) < 0:
@@ -260,7 +265,7 @@ def startup(policy: dict[str, Any]) -> dict[str, str]:
     status["netns"] = apply_netns() if policy.get("netns") else "off: disabled by policy"
     if policy.get("landlock"):
         status["landlock"] = apply_landlock(list(policy.get("read", ())), list(policy.get("write", ())),
-                                            list(policy.get("devices", ())))
+                                            list(policy.get("devices", ())), list(policy.get("list", ())))
     else:
         status["landlock"] = "off: disabled by policy"
     return status

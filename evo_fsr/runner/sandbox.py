@@ -8,8 +8,9 @@ What is enforced here (see SECURITY.md for the threat model):
 - output captured through a pipe and bounded (head and tail kept), so a printf flood
   cannot fill a disk or the caller's memory;
 - confinement (confine.py), each layer where the kernel permits it, with one logged warning per
-  layer it refuses: an empty network namespace, a Landlock filesystem allow-list (reads under
-  system/Python/CUDA dirs, writes only in the workdir and to GPU device nodes; TCP and signals
+  layer it refuses: an empty network namespace, a Landlock filesystem allow-list (for the
+  runner, reads file by file: the standard library, glibc, libcudart and the driver, no vendor
+  library unless SandboxPolicy.allow_vendor_libraries; for the compiler, system/Python/CUDA dirs; writes only in the workdir and to GPU device nodes; TCP and signals
   outside the sandbox denied), all capabilities dropped; and for the candidate runner, applied
   in-process after CUDA init, a seccomp filter (no exec, no fork, no sockets, no ptrace ...).
   The compiler is confined by a small exec wrapper (``python -I -S confine.py --exec ...``).
@@ -32,6 +33,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Sequence
+
+# the runner's file-level read allow-list, and the trusted side's check of what it mapped
+from .libraries import MapsUnreadable, mapped_files, runner_read_rules, vendor_libraries  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +62,11 @@ class SandboxPolicy:
     confine_via_exec: bool = False          # wrap the command with ``confine.py --exec``
     extra_read: tuple[str, ...] = ()        # more read-only paths for the Landlock allow-list
     extra_write: tuple[str, ...] = ()       # more writable paths (the CPU tests' fake device memory)
+    # Landlock reads file by file (libraries.runner_read_rules): only what the runner needs, so
+    # no vendor library (cuBLAS, cuDNN, NCCL, nvrtc, torch's ...) can be opened; off: whole
+    # system, Python and CUDA directories (the compiler's rights)
+    exact_reads: bool = False
+    allow_vendor_libraries: bool = False    # the user's opt-in: exact_reads is ignored
 
     @classmethod
     def for_compiler(cls) -> "SandboxPolicy":
@@ -65,10 +74,11 @@ class SandboxPolicy:
                    netns=True, landlock=True, drop_caps=True, confine_via_exec=True)
 
     @classmethod
-    def for_candidate(cls) -> "SandboxPolicy":
+    def for_candidate(cls, allow_vendor_libraries: bool = False) -> "SandboxPolicy":
         return cls(cpu_seconds=600, file_size_bytes=1024 * 2**20,
                    env_set=(("PYTHONDONTWRITEBYTECODE", "1"),),
-                   netns=True, landlock=True, drop_caps=True, seccomp=True)
+                   netns=True, landlock=True, drop_caps=True, seccomp=True, exact_reads=True,
+                   allow_vendor_libraries=allow_vendor_libraries)
 
     @classmethod
     def unconfined(cls, base: "SandboxPolicy") -> "SandboxPolicy":
@@ -247,10 +257,15 @@ def confine_policy(policy: SandboxPolicy, workdir: str) -> dict[str, Any]:
     if not confinement_enabled() or not (policy.netns or policy.landlock or policy.drop_caps or policy.seccomp):
         return {}
     support = kernel_support()
+    if policy.exact_reads and not policy.allow_vendor_libraries:
+        rules = runner_read_rules(policy.extra_read)
+        read, listable = list(rules.files + rules.trees), list(rules.listable)
+    else:
+        read, listable = list(read_allow_list(policy.extra_read)), []
     return {"netns": policy.netns and not str(support["netns"]).startswith("off"),
             "landlock": policy.landlock and support["landlock_abi"] > 0,
             "caps": policy.drop_caps, "seccomp": policy.seccomp and bool(support["seccomp"]),
-            "read": list(read_allow_list(policy.extra_read)),
+            "read": read, "list": listable,
             # /proc/self resolves in the confined process to its own /proc/<pid>: the CUDA driver
             # writes there while it initialises (found on an H100, driver 13.0)
             "write": [os.path.realpath(workdir), "/proc/self", *map(os.path.realpath, policy.extra_write)],

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..knobs import constraint_violation
 from ..runner.sandbox import SandboxPolicy, run_sandboxed
+from . import linkage
 
 log = logging.getLogger(__name__)
 
@@ -170,14 +171,16 @@ def cache_key(source: str, header: str, arch: str, extra_flags: tuple[str, ...] 
 
 def compile_source(source: str, header: str, arch: str = DEFAULT_ARCH, *,
                    cache_dir: Path | str | None = DEFAULT_CACHE_DIR, timeout_s: float = 120.0,
-                   extra_flags: tuple[str, ...] = ()) -> CompileResult:
-    """Compile one candidate.  Never raises for a bad candidate: failures are CompileResults."""
+                   extra_flags: tuple[str, ...] = (), allow_vendor_libraries: bool = False) -> CompileResult:
+    """Compile one candidate.  Never raises for a bad candidate: failures are CompileResults.
+    A shared object that needs a library beyond the C/C++ and CUDA runtimes (linkage.py) is
+    refused unless ``allow_vendor_libraries`` (checked on cache hits too; not cached)."""
     key = cache_key(source, header, arch, extra_flags)
     cache = Path(cache_dir) if cache_dir else None
     if cache:
         hit = _cache_read(cache, key)
         if hit:
-            return hit
+            return linkage.checked(hit, allow_vendor_libraries)
     refusal = check_source(source)
     if refusal:
         return CompileResult(ok=False, key=key, log=refusal, seconds=0.0, arch=arch)
@@ -188,7 +191,7 @@ def compile_source(source: str, header: str, arch: str = DEFAULT_ARCH, *,
     result = _explain_launch(_run_nvcc(nvcc, source, header, arch, key, timeout_s, extra_flags), header)
     if cache and not result.timed_out:
         _cache_write(cache, result)
-    return result
+    return linkage.checked(result, allow_vendor_libraries)
 
 
 def _run_nvcc(nvcc: str, source: str, header: str, arch: str, key: str, timeout_s: float,

@@ -84,12 +84,17 @@ class Evaluator:
         self._bench: Workbench | None = None
         self._memory: TrustedMemory | None = None
         self.extra_files: tuple[Path, ...] = ()
-        self.policy: SandboxPolicy | None = None
+        # candidates: file-by-file reads, no vendor library unless the user opts in; the baseline
+        # (trusted code) gets the same walls without the opt-in
+        self.policy = SandboxPolicy.for_candidate(allow_vendor_libraries=self.config.allow_vendor_libraries)
+        self.baseline_policy = SandboxPolicy.for_candidate()
         if self.config.device == "fake":        # CPU tests: the runners share the fake memory's folder
             from ..testing.fake_device import FAKE_CUDART  # noqa: PLC0415 - CPU tests only
             self._memory = make_memory("fake")
             self.extra_files = (FAKE_CUDART,)
-            self.policy = replace(SandboxPolicy.for_candidate(), extra_write=(str(self._memory.folder),))
+            shared = (str(self._memory.folder),)
+            self.policy = replace(self.policy, extra_write=shared)
+            self.baseline_policy = replace(self.baseline_policy, extra_write=shared)
         self.runners = RunnerSupply(self._job("candidate"), prespawn=self.config.prespawn,
                                     extra_files=self.extra_files, policy=self.policy)
 
@@ -105,7 +110,7 @@ class Evaluator:
         if self._bench is None:
             memory = self._memory or make_memory(self.config.device)
             self._bench = Workbench(self.task, memory, self._job, self.extra_files, lambda: self.baseline.binary,
-                                    self.config.clean_refresh, self.config.library, self.policy)
+                                    self.config.clean_refresh, self.config.library, self.baseline_policy)
         return self._bench
 
     @property
@@ -127,7 +132,8 @@ class Evaluator:
             from ..testing.fake_device import compile_host  # noqa: PLC0415 - CPU tests only
             return compile_host(source, self.arch)          # the same dependency on the probe as nvcc
         return nvcc.compile_source(source, self.task.header(), self.arch, cache_dir=self.config.cache_dir,
-                                   timeout_s=self.config.compile_timeout_s)
+                                   timeout_s=self.config.compile_timeout_s,
+                                   allow_vendor_libraries=self.config.allow_vendor_libraries)
 
     @property
     def baseline(self) -> nvcc.CompileResult:

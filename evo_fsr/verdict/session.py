@@ -16,12 +16,13 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from ..runner.harness import ProtocolViolation, RunnerDied, RunnerProcess, RunnerTimeout
-from ..runner.libraries import vendor_libraries_of
+from ..runner.libraries import MapsUnreadable, mapped_files, vendor_libraries
 from ..tasks import Shape
 from ..types import GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
 from . import profile
@@ -116,14 +117,19 @@ class Session:
                              exact=self.task.precision == "exact", custom_compare=self.task.custom_compare, xp=xp)
 
     def _check_libraries(self) -> None:
-        """Vendor libraries mapped into the runner (read from outside, in /proc)."""
-        found, problem = vendor_libraries_of(self.runner.pid)
-        if problem:
-            raise _Stop(Verdict(Status.CRASH, f"crash: {problem}", "crash:sandbox-violation"))
+        """Shared objects mapped into the runner besides its own needs and the candidate's library,
+        read from outside (/proc/<pid>/maps) after every call: a vendor library without the
+        user's opt-in is rejected; maps the runner hid are a sandbox violation."""
+        try:
+            found = vendor_libraries(mapped_files(self.runner.pid), own=[str(self.runner.workdir / "candidate.so")])
+        except MapsUnreadable as exc:
+            raise _Stop(Verdict(Status.CRASH, f"crash: the runner's memory map could not be read ({exc}); it hid "
+                                              f"what it loaded ({self.where})", "crash:sandbox-violation")) from None
         if found and not self.cfg.allow_vendor_libraries:
-            raise _Stop(Verdict(Status.CRASH, f"crash: vendor library loaded without opt-in: {', '.join(found)}",
-                                "crash:vendor-library"))
-        self.vendor_libraries = tuple(sorted(set(self.vendor_libraries) | set(found)))
+            names = ", ".join(sorted({Path(f.removesuffix(" (deleted)")).name for f in found}))
+            raise _Stop(Verdict(Status.CRASH, f"crash: vendor library loaded without the opt-in "
+                                              f"(allow_vendor_libraries): {names} ({self.where})", "crash:vendor-library"))
+        self.vendor_libraries = tuple(sorted(set(self.vendor_libraries) | {Path(f).name for f in found}))
 
     # -- the stages ---------------------------------------------------------------------------
     def run(self) -> Verdict:
@@ -131,7 +137,6 @@ class Session:
             with self.stages.stage("startup"):
                 self.runner.ready()
             self._validate()
-            self._check_libraries()
             if not self.cfg.profile:
                 return Verdict(Status.OK, f"correct on {len(self.task.validation)} validation shapes (not timed)")
             return self._benchmark()
@@ -161,6 +166,8 @@ class Session:
         error = call_error(reply)
         if error is not None:
             raise _Stop(Verdict(Status.CRASH, f"crash: {error} ({self.where})", "crash"))
+        with self.stages.stage("library_check"):
+            self._check_libraries()
         return times, captured
 
     def _validate(self) -> None:
@@ -269,7 +276,6 @@ class Session:
                                               self.task.precision)
             timings.append(profile.summarise(shape.label, cand_calls, base_calls, calibration, sb.clean_ms,
                                              floor, sb.library_ms))
-        self._check_libraries()
         self.stages.count("charged_shapes", charged)
         flagged = [f"{t.shape_label}: {flag}" for t in timings for flag in t.flags]
         if flagged:

@@ -1,0 +1,135 @@
+"""The v2 adversarial suite (cases_v2.py) on a GPU: every case through one Evaluator per task,
+with only the public API (Evaluator(task, EvalConfig(...)).evaluate(Candidate(...))).
+
+- ``ok`` cases must be OK;
+- ``rejected`` cases must not be OK;
+- ``no-speedup`` cases must not be OK, or be OK with a geomean speedup at most
+  MAX_SPEEDUP_OVER_HONEST times that of their honest equivalent on the same evaluator.
+
+Run with: pytest -m gpu tests/adversarial/test_adversarial_v2_gpu.py -v -s
+"""
+from __future__ import annotations
+
+import ctypes.util
+import dataclasses
+import glob
+import platform
+import time
+from collections import defaultdict
+
+import pytest
+
+from evo_fsr.types import Candidate, EvalResult, Status
+from evo_fsr.verdict.evaluate import EvalConfig, Evaluator
+
+from . import cases_v2 as v2
+
+pytestmark = pytest.mark.gpu
+
+CASES = v2.build_cases()
+#: the per-call timeouts sit above the budget cases' sleep; the candidate budget well below
+#: what those cases would take without one
+SETTINGS = dict(benchmark="quick", max_trials=10, min_trials=5, warmup=2, time_budget_s=0.3,
+                validation_timeout_s=v2.SLEEP_UNDER_TIMEOUT_MS / 1000 + 1.5, benchmark_timeout_s=30,
+                compile_timeout_s=180, cache_dir=None, candidate_budget_s=25.0)
+
+
+def config(**overrides: object) -> EvalConfig:
+    """EvalConfig with the settings it has (v1 lacks candidate_budget_s and the opt-in)."""
+    names = {f.name for f in dataclasses.fields(EvalConfig)}
+    return EvalConfig(**{k: v for k, v in {**SETTINGS, **overrides}.items() if k in names})
+
+
+class SuiteV2:
+    def __init__(self) -> None:
+        self.results: dict[str, EvalResult] = {}
+        self.honest: dict[str, EvalResult] = {}
+        self.seconds: dict[str, float] = {}
+
+    def run(self) -> None:
+        by_task: dict[str, list[v2.CaseV2]] = defaultdict(list)
+        for case in CASES:
+            by_task[case.task].append(case)
+        for task, cases in by_task.items():
+            ev = Evaluator(task, config())
+            try:
+                for case in cases:
+                    start = time.perf_counter()
+                    self.results[case.name] = ev.evaluate(Candidate(task=task, source=case.source, label=case.name))
+                    self.seconds[case.name] = time.perf_counter() - start
+                    if case.expected == v2.NO_SPEEDUP:
+                        key = f"{task}:{case.honest}" if case.honest.startswith("seed:") else f"{task}:{case.name}"
+                        if key not in self.honest:
+                            self.honest[key] = ev.evaluate(Candidate(task=task, source=v2.honest_source(case),
+                                                                     label=f"honest:{case.name}"))
+                        self.honest[case.name] = self.honest[key]
+            finally:
+                close = getattr(ev, "close", None)
+                if close:
+                    close()
+
+
+@pytest.fixture(scope="module")
+def suite() -> SuiteV2:
+    s = SuiteV2()
+    s.run()
+    lines = [f"{c.name:44s} m{c.mechanism} {c.expected:10s} {s.results[c.name].status.value:10s} "
+             f"{str(s.results[c.name].rejection):30s} x{s.results[c.name].geomean_speedup:7.2f} "
+             f"{s.seconds[c.name]:6.1f}s" for c in CASES]
+    print("\n".join(["", "adversarial suite v2 verdicts:"] + lines))
+    return s
+
+
+def _detail(result: EvalResult) -> str:
+    return f"{result.status.value} ({result.rejection}): {result.summary[:300]}\n{result.log('run')[-1200:]}"
+
+
+@pytest.mark.parametrize("name", [c.name for c in CASES])
+def test_case_outcome(suite: SuiteV2, name: str) -> None:
+    case = next(c for c in CASES if c.name == name)
+    if case.x86_only and platform.machine() != "x86_64":
+        pytest.skip("patches x86-64 machine code")
+    result = suite.results[name]
+    if case.expected == v2.OK:
+        assert result.status is Status.OK, f"{name}: a legitimate kernel was rejected: {_detail(result)}"
+    elif case.expected == v2.REJECTED:
+        assert result.status is not Status.OK, f"{name}: a cheat was rated OK x{result.geomean_speedup:.2f}"
+    else:
+        if result.status is not Status.OK:
+            return
+        honest = suite.honest[name]
+        assert honest.status is Status.OK, f"{name}: the honest equivalent failed: {_detail(honest)}"
+        limit = v2.MAX_SPEEDUP_OVER_HONEST * honest.geomean_speedup
+        assert result.geomean_speedup <= limit, (
+            f"{name}: x{result.geomean_speedup:.2f} over the baseline, honest equivalent x{honest.geomean_speedup:.2f}; "
+            f"per shape {[(t.shape_label, round(t.speedup, 2)) for t in result.timings]}")
+
+
+def test_budget_cases_end_within_the_budget(suite: SuiteV2) -> None:
+    budget = SETTINGS["candidate_budget_s"]
+    if "candidate_budget_s" not in {f.name for f in dataclasses.fields(EvalConfig)}:
+        pytest.skip("this evaluator has no candidate budget (protocol v1)")
+    for case in CASES:
+        if case.mechanism == 9 and case.expected != v2.OK:
+            assert suite.seconds[case.name] < budget + SETTINGS["validation_timeout_s"] + 30, case.name
+
+
+def _cublas_installed() -> bool:
+    return bool(ctypes.util.find_library("cublas") or glob.glob("/usr/local/cuda*/lib64/libcublas.so*")
+                or glob.glob("/usr/local/lib/python3*/*-packages/nvidia/cublas/lib/libcublas.so*"))
+
+
+def test_cublas_with_the_opt_in_is_ok_and_reported() -> None:
+    """With allow_vendor_libraries the cuBLAS case may run, and the verdict names the library."""
+    if "allow_vendor_libraries" not in {f.name for f in dataclasses.fields(EvalConfig)}:
+        pytest.skip("EvalConfig has no allow_vendor_libraries (protocol v1)")
+    if not _cublas_installed():
+        pytest.skip("cuBLAS is not installed on this machine")
+    case = next(c for c in CASES if c.name == "dlopen_cublas_sgemm")
+    ev = Evaluator(case.task, config(allow_vendor_libraries=True))
+    try:
+        result = ev.evaluate(Candidate(task=case.task, source=case.source, label="cublas-opt-in"))
+    finally:
+        getattr(ev, "close", lambda: None)()
+    assert result.status is Status.OK, _detail(result)
+    assert any("cublas" in lib.lower() for lib in result.vendor_libraries), result.vendor_libraries
