@@ -45,7 +45,8 @@ def test_a_failed_verdict_is_one_row() -> None:
 def test_kernel_specs(tmp_path: Path) -> None:
     task = get_task("conv2d")
     assert bench.resolve_kernel(task, None)[0] == "seed:implicit_gemm"
-    assert bench.resolve_kernel(get_task("relu"), None)[0] == "seed:naive"         # no family: naive
+    assert bench.resolve_kernel(get_task("relu"), None)[0] == "seed:vectorized"   # its family
+    assert bench.resolve_kernel(get_task("topk"), None)[0] == "seed:naive"         # no family: naive
     (tmp_path / "best.cu").write_text("// best\n")
     assert bench.resolve_kernel(task, str(tmp_path)) == (str(tmp_path / "best.cu"), "// best\n")
     with pytest.raises(SystemExit, match="no such seed"):
