@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 from ..config import MODES, ConfigError, RunConfig, apply_value, load_config, parse_set, read_yaml, validate
 from ..search.engine import EvalBackend, Engine, EvolutionResult, GenerationReport, saved_llm_usage
-from ..llm.client import ChatClient, LlmError, make_client
+from ..llm import ChatClient, LlmError, make_client
 from ..search.steady import SteadyEngine
 from ..search.store import RunStore, StoreError
 from ..tasks import Shape, Task, TaskError, get_task
