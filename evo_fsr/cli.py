@@ -8,6 +8,7 @@ COMMANDS = {
     "evolve": ("evo_fsr.commands.evolve", "evolve a population of kernels (scripts/evolve.py)"),
     "eval": ("evo_fsr.commands.evaluate", "verdict on kernel files (scripts/evaluate.py)"),
     "tasks": ("evo_fsr.commands.tasks", "list the task library"),
+    "prompt": ("evo_fsr.commands.prompt", "print the prompt an LLM operator would send (no GPU needed)"),
 }
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..tasks import Shape, Task
-from ..types import source_id
+from ..types import GpuInfo, source_id
+from ..verdict.profile import speed_of_light_ms
 
 #: What each precision policy allows, in the words a kernel writer needs.
 PRECISION_MEANING: dict[str, str] = {
@@ -39,9 +40,14 @@ class ShapeBrief:
     gflop: float
     megabytes: float
 
-    def describe(self) -> str:
+    def describe(self, gpu: GpuInfo | None = None, precision: str = "fp32_strict") -> str:
         dims = " ".join(f"{k}={v}" for k, v in self.dims)
-        return f"{self.label}: {dims} ({self.gflop:.3g} GFLOP, {self.megabytes:.3g} MB moved at least)"
+        floor = ""
+        if gpu is not None:
+            ms = speed_of_light_ms(self.gflop * 1e9, self.megabytes * 1e6, gpu, precision)
+            floor = f" = {ms:.4f} ms on the target GPU"
+        return (f"{self.label}: {dims} (speed-of-light floor: {self.gflop:.3g} GFLOP of arithmetic and "
+                f"{self.megabytes:.3g} MB of memory traffic at least{floor})")
 
 
 @dataclass(frozen=True)
@@ -88,19 +94,19 @@ class TaskBrief:
                      "is finite fails")
         return f"Precision policy: {self.precision}: {meaning}. {check[0].upper()}{check[1:]}."
 
-    def shapes_text(self) -> str:
+    def shapes_text(self, gpu: GpuInfo | None = None) -> str:
         lines = [f"Benchmark shapes (set {self.benchmark}; fitness is measured on these):"]
-        lines += [f"  {s.describe()}" for s in self.shapes]
+        lines += [f"  {s.describe(gpu, self.precision)}" for s in self.shapes]
         if self.validation:
             odd = "; ".join(" ".join(f"{k}={v}" for k, v in s.dims) for s in self.validation[:3])
             lines.append(f"Correctness is checked on {len(self.validation)} validation shapes as well, with small "
                          f"and odd sizes that are multiples of no tile (e.g. {odd}), and on every benchmark shape.")
         return "\n".join(lines)
 
-    def describe(self) -> str:
-        """The task section of the system prompt."""
+    def describe(self, gpu: GpuInfo | None = None) -> str:
+        """The task section of the system prompt (speed-of-light times when the GPU is known)."""
         parts = [f"Task {self.name}:\n{self.description}", f"Required entry point:\n{self.signature}",
-                 self.precision_text(), self.shapes_text(), FITNESS_TEXT]
+                 self.precision_text(), self.shapes_text(gpu), FITNESS_TEXT]
         if self.notes:
             parts.append(f"Notes: {self.notes}")
         return "\n\n".join(parts)

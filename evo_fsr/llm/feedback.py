@@ -102,7 +102,7 @@ def library_target(results: Mapping[str, EvalResult]) -> str:
                 best.setdefault(t.shape_label, t.library_ms)
     if not best:
         return ("Target to beat: the vendor library (cuDNN/cuBLAS through PyTorch, same precision policy). "
-                "Its time is not measured in this run (library_ms 0 = unknown), so aim for the "
-                "speed-of-light floor shown per shape.")
+                "Its time is not measured in this run (library_ms 0 = unknown), so aim for each shape's "
+                "speed-of-light floor: the larger of its memory traffic / bandwidth and its arithmetic / peak.")
     return ("Target to beat: the vendor library (cuDNN/cuBLAS through PyTorch, same precision policy) takes "
             + ", ".join(f"{label} {ms:.4f} ms" for label, ms in best.items()) + ".")

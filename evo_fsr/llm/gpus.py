@@ -1,7 +1,9 @@
 """GPU descriptions for prompts when no GPU is probed (``evo-fsr prompt``): presets or a file.
 
-Preset numbers are NVIDIA datasheet values (SXM parts), not measurements: bandwidth is the
-nominal HBM figure, which a device-to-device copy reaches only ~85-90% of.
+Preset numbers come from NVIDIA datasheets (SXM parts), not measurements.  ``GpuInfo`` holds
+a measured device-to-device copy bandwidth; for presets it is estimated as 90% of the
+datasheet HBM figure (3.35 TB/s on H100, 4.8 TB/s on H200), the ratio the speed-of-light floor
+assumes (verdict/profile.py COPY_EFFICIENCY).
 """
 from __future__ import annotations
 
@@ -17,12 +19,12 @@ PRESETS: dict[str, GpuInfo] = {
     "h100": GpuInfo(name="NVIDIA H100 80GB HBM3 (preset: datasheet values, not measured)", compute_capability="9.0",
                     sm_count=132, shared_memory_per_block_bytes=49152,
                     shared_memory_per_block_optin_bytes=232448, registers_per_block=65536,
-                    l2_cache_bytes=50 * 2**20, memory_bandwidth_gbps=3350.0, fp32_peak_tflops=66.9,
+                    l2_cache_bytes=50 * 2**20, memory_bandwidth_gbps=3015.0, fp32_peak_tflops=66.9,
                     tensor_peak_tflops=494.7),
     "h200": GpuInfo(name="NVIDIA H200 141GB HBM3e (preset: datasheet values, not measured)", compute_capability="9.0",
                     sm_count=132, shared_memory_per_block_bytes=49152,
                     shared_memory_per_block_optin_bytes=232448, registers_per_block=65536,
-                    l2_cache_bytes=50 * 2**20, memory_bandwidth_gbps=4800.0, fp32_peak_tflops=66.9,
+                    l2_cache_bytes=50 * 2**20, memory_bandwidth_gbps=4320.0, fp32_peak_tflops=66.9,
                     tensor_peak_tflops=494.7),
 }
 

@@ -48,7 +48,10 @@ def template(name: str) -> string.Template:
 
 
 def describe_gpu(gpu: GpuInfo | None) -> str:
-    return gpu.describe() if gpu else "unknown (not probed yet); write portable code for sm_80 and newer"
+    if gpu is None:
+        return "unknown (not probed yet); write portable code for sm_80 and newer"
+    text = gpu.describe()
+    return text.replace("measured bandwidth", "estimated copy bandwidth") if "(preset" in gpu.name else text
 
 
 def estimate_tokens(text: str) -> int:
@@ -123,7 +126,7 @@ def fit(sections: list[_Section], budget_tokens: int) -> Prompt:
 
 def _task_section(inputs: PromptInputs) -> _Section:
     if isinstance(inputs.brief, TaskBrief):
-        full = inputs.brief.describe()
+        full = inputs.brief.describe(inputs.gpu)
         versions = [full]
         if inputs.brief.notes:
             versions.append(full.replace(f"\n\nNotes: {inputs.brief.notes}", ""))
