@@ -8,6 +8,7 @@ the endpoint by its model name (choose one that says so, e.g. ``prepared-replies
 ``{"content": str}`` (200), ``{"status": 429}`` (an error status), ``{"delay_s": 2, ...}``
 (slow), ``{"raw": "not json"}`` (a malformed body).
 
+Error answers carry ``retry-after-ms: 10`` (``retry_after_ms``), so client retries are quick.
 ``GET /v1/models`` and ``/v1/models/<id>``: with ``models=None`` every model name exists;
 with a list, only those; ``api_key`` set: any other key gets 401.  ``SilentServer`` accepts
 connections and never answers (a hung endpoint).
@@ -31,6 +32,7 @@ class LocalChatServer:
         self.model_queries: list[str] = []              # GET paths (the preflight)
         self.models = list(models) if models is not None else None
         self.api_key = api_key
+        self.retry_after_ms = 10
         self._lock = threading.Lock()
         server = self
 
@@ -38,21 +40,20 @@ class LocalChatServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, payload: bytes, retry_after: bool = False) -> None:
+            def _send(self, status: int, payload: bytes) -> None:
                 try:
                     self.send_response(status)
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(payload)))
-                    if retry_after:
-                        self.send_header("retry-after", "0")
+                    if status != 200:                # the openai client honours it when it retries
+                        self.send_header("retry-after-ms", str(server.retry_after_ms))
                     self.end_headers()
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
             def _error(self, status: int, message: str) -> None:
-                self._send(status, json.dumps({"error": {"message": message, "type": "test"}}).encode(),
-                           retry_after=status == 429)
+                self._send(status, json.dumps({"error": {"message": message, "type": "test"}}).encode())
 
             def _authorised(self) -> bool:
                 if server.api_key is None or self.headers.get("authorization") == f"Bearer {server.api_key}":
