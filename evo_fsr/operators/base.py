@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence
 
 from ..config import LlmConfig
@@ -67,6 +68,12 @@ class VariationContext:
     individuals: Mapping[str, "Individual"] = field(default_factory=dict)
     profiles: Mapping[str, "NcuProfile"] = field(default_factory=dict)
     llm_settings: LlmConfig = field(default_factory=LlmConfig)
+
+    def __post_init__(self) -> None:
+        # A snapshot of the verdicts when the context is made (in the loop's thread): an LLM
+        # operator building its prompt later in a worker thread must not see verdicts that
+        # arrived meanwhile, or the prompt would depend on timing and a replay would differ.
+        object.__setattr__(self, "results", MappingProxyType(dict(self.results)))
 
     def feedback(self, candidate_id: str) -> EvalResult | None:
         return self.results.get(candidate_id)
