@@ -140,3 +140,17 @@ def test_a_stopped_client_makes_llm_operators_reject_at_once(tmp_path) -> None:
     calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert len(calls) == 1 and "error" in calls[0]
     assert not isinstance(first, Offspring)
+
+
+def test_a_call_to_a_silent_server_fails_within_its_timeout(tmp_path) -> None:
+    server = SilentServer()
+    try:
+        client = live(server.base_url, timeout_s=0.5, retries=1, recorder=CallRecorder(tmp_path / "c.jsonl"))
+        start = time.monotonic()
+        with pytest.raises(LlmError, match=r"no reply within 0\.5 s after 2 attempts"):
+            client.complete(MESSAGES, operator="a")
+        assert time.monotonic() - start < 4               # 2 x 0.5 s plus openai's short backoff
+        entry = json.loads((tmp_path / "c.jsonl").read_text())
+        assert [a["status"] for a in entry["attempts"]] == ["no response", "no response (APITimeoutError)"]
+    finally:
+        server.close()

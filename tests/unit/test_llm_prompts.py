@@ -217,3 +217,18 @@ def test_prompt_command_bad_gpu_file(tmp_path, capsys) -> None:
     bad.write_text("name: x\nsm_cnt: 3\n")
     assert prompt_main(["--task", "conv2d", "--gpu", str(bad)]) == 2
     assert "sm_cnt: unknown key" in capsys.readouterr().err
+
+
+def test_prompt_command_takes_feedback_from_a_run(tmp_path, capsys) -> None:
+    from evo_fsr.commands.evolve import main as evolve_main
+    from evo_fsr.search.engine import InlineBackend
+    from evo_fsr.testing.synthetic import SyntheticEvaluator
+
+    run = tmp_path / "run"
+    assert evolve_main(["--task", "conv2d", "--pop", "4", "--gens", "0", "--out", str(run)],
+                       backend_factory=lambda c, t: InlineBackend(SyntheticEvaluator(t.name).evaluate,
+                                                                  SYNTHETIC_GPU)) == 0
+    capsys.readouterr()
+    assert prompt_main(["--task", "conv2d", "--run", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "Status: ok." in out and "Per benchmark shape:" in out and "This is the task's naive seed" not in out
