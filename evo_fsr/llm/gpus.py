@@ -8,7 +8,6 @@ assumes (verdict/profile.py COPY_EFFICIENCY).
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import yaml
@@ -57,6 +56,3 @@ def load_gpu_file(path: str | Path) -> GpuInfo:
             raise GpuFileError(f"{file}: {key}: must be an integer")
     return gpu
 
-
-def gpu_to_json(gpu: GpuInfo) -> str:
-    return json.dumps(dataclasses.asdict(gpu), indent=2)

@@ -15,7 +15,7 @@ import functools
 import string
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from ..types import EvalResult, GpuInfo
 from .base import Messages
@@ -164,8 +164,10 @@ def _inspiration_sections(inputs: PromptInputs, inspirations: Sequence[Kernel]) 
                    if result is not None and result.geomean_speedup is not None else "correct")
         text = (f"Inspiration {number}: another kernel of the population ({kernel.id}, {verdict}); "
                 f"borrow what helps, do not copy it blindly.\n```cuda\n{kernel.source.strip()}\n```")
-        if result is not None and result.resources:
-            text += "\n" + describe_resources(result.resources)
+        if result is not None:
+            text += f"\nIts evaluation: {result.summary}"
+            if result.resources:
+                text += "\n" + describe_resources(result.resources)
         sections.append(_Section(f"inspiration{number}", "user", [text, ""]))
     return sections
 
@@ -196,6 +198,3 @@ def describe_prompt_budget(prompt: Prompt, budget: int) -> str:
     over = " (still over budget)" if prompt.over_budget else ""
     return f"~{prompt.tokens} tokens of {budget}{over}{cut}"
 
-
-def as_dict(prompt: Prompt) -> dict[str, Any]:
-    return {"tokens": prompt.tokens, "trimmed": list(prompt.trimmed), "over_budget": prompt.over_budget}

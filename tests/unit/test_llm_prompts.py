@@ -2,6 +2,7 @@
 the token budget, and `evo-fsr prompt`."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -11,7 +12,7 @@ from evo_fsr.commands.prompt import main as prompt_main
 from evo_fsr.config import LlmConfig
 from evo_fsr.llm.brief import TaskBrief
 from evo_fsr.llm.feedback import describe_feedback, describe_resources
-from evo_fsr.llm.gpus import PRESETS, gpu_to_json
+from evo_fsr.llm.gpus import PRESETS
 from evo_fsr.llm.inspirations import choose_inspirations, lineage_of
 from evo_fsr.llm.ncu import NcuProfile, ncu_command, parse_ncu_csv
 from evo_fsr.llm.prompts import PromptInputs, build_prompt
@@ -123,6 +124,7 @@ def test_mutation_prompt_has_everything_within_budget(brief) -> None:
     assert parent.source.strip() in user and "speedup 1.50x" in user and "40 registers per thread" in user
     assert "Lineage of this kernel" in user and "by seed): 1.00x" in user
     assert all(f"Inspiration {i}" in user for i in (1, 2, 3)) and others[2].source.strip() in user
+    assert "Its evaluation: correct" in user
     assert "Target to beat: the vendor library" in user and "conv2_x 0.4000 ms" in user
     assert "complete new file" in user and prompt.trimmed == () and prompt.tokens <= 12000
 
@@ -191,7 +193,7 @@ def test_prompt_command_modes_gpu_and_parent(tmp_path, capsys, conv2d) -> None:
     parent = tmp_path / "k.cu"
     parent.write_text(conv2d.seeds()["implicit_gemm"])
     gpu = tmp_path / "gpu.json"
-    gpu.write_text(gpu_to_json(SYNTHETIC_GPU))
+    gpu.write_text(json.dumps(dataclasses.asdict(SYNTHETIC_GPU)))
     assert prompt_main(["--task", "conv2d", "--operator", "diff", "--parent", str(parent), "--gpu", str(gpu)]) == 0
     out = capsys.readouterr().out
     assert "<<<<<<< SEARCH" in out and "BLOCK_M" in out and SYNTHETIC_GPU.name in out
