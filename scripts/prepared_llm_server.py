@@ -7,10 +7,9 @@ recording) end to end.  The replies are files prepared by a person
 (scripts/prepared_replies/<task>/*.md); they are not a model's work, and the model name you
 pass to evolve should say so (e.g. prepared-replies).
 
-A request that asks for SEARCH/REPLACE edits gets a prepared edit file (one holding
-"<<<<<<< SEARCH"): the next one in turn whose blocks apply to the parent in the prompt, else
-the next one in turn (which then fails to apply, and evolve records why).  Other requests get
-the full-file replies in turn.
+A request that asks for SEARCH/REPLACE edits gets a prepared edit file that fits its parent
+when one does (``evo_fsr.testing.chat_server.prepared_responder``); other requests get the
+full-file replies in turn.
 
     python scripts/prepared_llm_server.py --replies scripts/prepared_replies/conv2d --port 8765 &
     python scripts/evolve.py --task conv2d --llm-model prepared-replies \\
@@ -19,7 +18,6 @@ the full-file replies in turn.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 import time
@@ -27,17 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evo_fsr.llm.diff import apply_reply  # noqa: E402
-from evo_fsr.testing.chat_server import LocalChatServer  # noqa: E402
-
-DIFF_MARK = "<<<<<<< SEARCH"
-
-
-def parent_in(prompt: str) -> str:
-    """The first ```cuda block of the user message: the parent kernel."""
-    if "```cuda\n" not in prompt:
-        return ""
-    return prompt.split("```cuda\n", 1)[1].split("\n```", 1)[0]
+from evo_fsr.testing.chat_server import DIFF_MARK, LocalChatServer, prepared_responder  # noqa: E402
 
 
 def main() -> int:
@@ -52,24 +40,17 @@ def main() -> int:
         print(f"error: {args.replies}: no *.md reply files", file=sys.stderr)
         return 2
     texts = [f.read_text() for f in files]
-    diffs = [t for t in texts if DIFF_MARK in t]
-    full = itertools.cycle([t for t in texts if DIFF_MARK not in t] or texts)
-    turn = itertools.count()
+    prepared = prepared_responder(texts)
 
     def respond(body: dict) -> dict:
         if args.log:
             with args.log.open("a") as fh:
                 fh.write(json.dumps(body) + "\n")
-        user = body.get("messages", [{}])[-1].get("content", "")
-        if DIFF_MARK in user and diffs:
-            start = next(turn)
-            order = [diffs[(start + i) % len(diffs)] for i in range(len(diffs))]
-            parent = parent_in(user)
-            return {"content": next((d for d in order if apply_reply(parent, d).ok), order[0])}
-        return {"content": next(full)}
+        return prepared(body)
 
     server = LocalChatServer(respond, port=args.port)
-    print(f"serving {len(texts)} prepared replies ({len(diffs)} SEARCH/REPLACE) at {server.base_url}", flush=True)
+    edits = sum(DIFF_MARK in t for t in texts)
+    print(f"serving {len(texts)} prepared replies ({edits} SEARCH/REPLACE) at {server.base_url}", flush=True)
     try:
         time.sleep(args.seconds)
     except KeyboardInterrupt:

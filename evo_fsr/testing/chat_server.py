@@ -15,12 +15,15 @@ connections and never answers (a hung endpoint).
 """
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Sequence
+
+from ..llm.diff import apply_reply
 
 Step = dict[str, Any]
 
@@ -139,3 +142,29 @@ def refused_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
+
+
+DIFF_MARK = "<<<<<<< SEARCH"
+
+
+def prepared_responder(replies: Sequence[str]) -> Callable[[dict[str, Any]], Step]:
+    """Serve prepared replies (written by a person, never a model's work) to LLM requests.
+
+    A request asking for SEARCH/REPLACE edits gets a prepared edit (a reply holding
+    "<<<<<<< SEARCH"): the next one in turn whose blocks apply to the parent in the prompt (the
+    first ```cuda block), else the next one in turn (which then fails to apply, and the run
+    records why).  Other requests get the full-file replies in turn."""
+    diffs = [r for r in replies if DIFF_MARK in r]
+    full = itertools.cycle([r for r in replies if DIFF_MARK not in r] or list(replies))
+    turn = itertools.count()
+
+    def respond(body: dict[str, Any]) -> Step:
+        user = (body.get("messages") or [{}])[-1].get("content", "")
+        if DIFF_MARK in user and diffs:
+            start = next(turn)
+            order = [diffs[(start + i) % len(diffs)] for i in range(len(diffs))]
+            parent = user.split("```cuda\n", 1)[1].split("\n```", 1)[0] if "```cuda\n" in user else ""
+            return {"content": next((d for d in order if apply_reply(parent, d).ok), order[0])}
+        return {"content": next(full)}
+
+    return respond

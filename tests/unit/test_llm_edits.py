@@ -112,3 +112,20 @@ def test_llm_diff_that_does_not_apply_is_rejected_with_its_reason(fake_openai, d
     assert isinstance(out, Rejected) and out.llm_call == 1
     assert out.reason == "diff not applied: block 1: SEARCH text not found in the parent (first line: 'y[i] = x[i] * 9.0f;')"
     assert "SEARCH" in out.reply_excerpt
+
+
+def test_prepared_responder_serves_an_edit_that_fits_the_parent(conv2d) -> None:
+    from pathlib import Path
+
+    from evo_fsr.llm.prompts import PromptInputs, build_prompt
+    from evo_fsr.testing.chat_server import prepared_responder
+
+    folder = Path(__file__).resolve().parents[2] / "scripts" / "prepared_replies" / "conv2d"
+    respond = prepared_responder([f.read_text() for f in sorted(folder.glob("*.md"))])
+    for name, source in conv2d.seeds().items():
+        parent = Individual("conv2d", source)
+        prompt = build_prompt("diff", PromptInputs("task"), [parent])
+        reply = respond({"messages": prompt.messages})["content"]
+        assert "not a model's output" in reply and apply_reply(source, reply).ok, name
+    full = respond({"messages": build_prompt("rewrite", PromptInputs("task"), [parent]).messages})["content"]
+    assert "<<<<<<< SEARCH" not in full and "```cuda" in full
