@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 from ..config import MODES, ConfigError, RunConfig, apply_value, load_config, parse_set, read_yaml, validate
 from ..backend.base import EvalBackend
-from ..llm.client import ChatClient, LlmError, make_client
+from ..llm import ChatClient, LlmError, make_client
 from ..report_lines import progress_best, speed_cell, speed_line
 from ..search import run_record
 from ..search.loop import Evolution, saved_llm_usage

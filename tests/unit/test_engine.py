@@ -108,7 +108,7 @@ class CopyCatLlm:
 def test_llm_duplicates_and_unusable_replies_cost_no_gpu_time(tmp_path, make_config, conv2d) -> None:
     llm = CopyCatLlm(f"```cuda\n{SYNTHETIC_KERNEL}```")
     config = make_config(pop=8, gens=2, seed=5, **{"llm.model": "stub", "operators.llm_mutate": 1.0, "operators.knob_mutate": 0.0,
-                                                   "operators.knob_crossover": 0.0, "operators.llm_crossover": 0.0,
+                                                   "operators.knob_crossover": 0.0, "operators.llm_crossover": 0.0, "operators.llm_diff": 0.0,
                                                    "operators.llm_repair": 0.0})
     engine, backend, store = make_engine(tmp_path, config, conv2d, llm=llm)
     engine.run()
