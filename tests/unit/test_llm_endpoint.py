@@ -12,7 +12,7 @@ from evo_fsr.llm import make_client
 from evo_fsr.llm.base import CallRecorder, LlmError, LlmStopped, PreflightError
 from evo_fsr.llm.client import LlmClient
 from evo_fsr.operators import REGISTRY, Offspring, Rejected, VariationContext
-from evo_fsr.search.engine import InlineBackend
+from evo_fsr.backend.inline import InlineBackend
 from evo_fsr.search.population import Individual
 from evo_fsr.testing.chat_server import LocalChatServer, SilentServer, refused_url
 from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SyntheticEvaluator

@@ -223,7 +223,7 @@ def test_prompt_command_bad_gpu_file(tmp_path, capsys) -> None:
 
 def test_prompt_command_takes_feedback_from_a_run(tmp_path, capsys) -> None:
     from evo_fsr.commands.evolve import main as evolve_main
-    from evo_fsr.search.engine import InlineBackend
+    from evo_fsr.backend.inline import InlineBackend
     from evo_fsr.testing.synthetic import SyntheticEvaluator
 
     run = tmp_path / "run"

@@ -5,7 +5,7 @@ import itertools
 import json
 
 from evo_fsr.commands.evolve import main as evolve_main
-from evo_fsr.search.engine import InlineBackend
+from evo_fsr.backend.inline import InlineBackend
 from evo_fsr.testing.chat_server import LocalChatServer
 from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SyntheticEvaluator
 from evo_fsr.testing.synthetic import SYNTHETIC_KERNEL as GOOD_KERNEL
