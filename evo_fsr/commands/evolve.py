@@ -34,7 +34,7 @@ from ..config import MODES, ConfigError, RunConfig, apply_value, load_config, pa
 from ..backend.base import EvalBackend
 from ..llm import ChatClient, LlmError, make_client
 from ..report_lines import progress_best, speed_cell, speed_line
-from ..search import run_record
+from ..search import llm_hooks, run_record
 from ..search.loop import Evolution, saved_llm_usage
 from ..search.policies import SteadyState
 from ..search.rounds import EvolutionResult, GenerationReport
@@ -264,17 +264,19 @@ def main(argv: Sequence[str] | None = None, *, backend_factory: BackendFactory |
             out = Path(config.out) if config.out else default_run_dir(config)
             if (out / "config.yaml").exists():
                 raise StoreError(f"{out} already holds a run (use --resume {out} to continue it)")
+        if config.llm.model or config.llm.models:       # a dead endpoint stops the run before Ray starts
+            make_client(config.llm, None, preflight=config.llm.preflight)
         backend = (backend_factory or gpu_backend)(config, task)   # no GPU: fails before any file is written
         if threading.current_thread() is threading.main_thread():     # after Ray's own handler
             previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
         if store is None:
             store = RunStore.create(out, config.to_dict())
-        llm = make_client(config.llm, store.llm_dir, usage=saved_llm_usage(store))
+        llm = make_client(config.llm, store.llm_dir, usage=saved_llm_usage(store), preflight=False)   # checked above
         engine = Evolution(config, task, backend, store, llm=llm)
         word = engine.word
         short = "epoch" if word == "epoch" else "gen"
-        engine.on_generation = lambda r: print(progress_line(
-            r, config.gens, short, engine.results.get(r.best_id or "")), flush=True)
+        engine.on_generation = lambda r: print(" ".join(filter(None, (progress_line(
+            r, config.gens, short, engine.results.get(r.best_id or "")), llm_hooks.warning(llm)))), flush=True)
         if args.resume and engine.restore():
             print(f"resuming {store.root} after {word} {engine.generation}", file=sys.stderr)
         _announce_llm(llm)
