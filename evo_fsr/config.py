@@ -11,7 +11,8 @@
     operators: {knob_mutate: 0.35, knob_crossover: 0.15, llm_mutate: 0.15, llm_diff: 0.15,
                 llm_crossover: 0.1, llm_repair: 0.1}
     llm: {model: "", base_url: "", temperature: 0.7, ...}   # or models: [{model: fast}, {model: strong}]
-    eval: {benchmark: "", shapes: [], validation_seeds: 2, max_trials: 50}
+    eval: {benchmark: "", shapes: [], validation_seeds: 2, max_trials: 30, compile_timeout_s: 180,
+           candidate_budget_s: 120, allow_vendor_libraries: false}
     ray: {address: "", num_gpus: 0, hang_timeout_s: 1800}
 
 ``evolution.mode`` picks the loop's policy (search/policies.py): ``generational`` (breed a
@@ -151,6 +152,8 @@ class EvalSettings:
     validation_seeds: int = _EVAL_DEFAULTS.validation_seeds
     max_trials: int = _EVAL_DEFAULTS.max_trials
     compile_timeout_s: float = _EVAL_DEFAULTS.compile_timeout_s
+    candidate_budget_s: float = _EVAL_DEFAULTS.candidate_budget_s     # wall clock per candidate
+    allow_vendor_libraries: bool = _EVAL_DEFAULTS.allow_vendor_libraries   # cuBLAS & co (reported)
 
 
 @dataclass(frozen=True)

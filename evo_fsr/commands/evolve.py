@@ -197,9 +197,12 @@ def gpu_backend(config: RunConfig, task: Task) -> EvalBackend:
     from ..verdict.evaluate import EvalConfig
 
     eval_config = EvalConfig(benchmark=benchmark, shapes=shapes, validation_seeds=config.eval.validation_seeds,
-                             max_trials=config.eval.max_trials, compile_timeout_s=config.eval.compile_timeout_s)
+                             max_trials=config.eval.max_trials, compile_timeout_s=config.eval.compile_timeout_s,
+                             candidate_budget_s=config.eval.candidate_budget_s,
+                             allow_vendor_libraries=config.eval.allow_vendor_libraries)
     pool = GpuPool(TaskEvaluatorFactory(task.name, eval_config),
-                   compile_fn=NvccCompile(task.header(), timeout_s=config.eval.compile_timeout_s),
+                   compile_fn=NvccCompile(task.header(), timeout_s=config.eval.compile_timeout_s,
+                                          allow_vendor_libraries=config.eval.allow_vendor_libraries),
                    num_gpus=config.ray.num_gpus, hang_timeout_s=config.ray.hang_timeout_s,
                    address=config.ray.address or None, owns_ray=owns_ray)
     return pool.start()
