@@ -31,6 +31,7 @@
 #define STAGES 3        // knob: 2 3 4
 #define SPLIT_K 4       // knob: 1 2 4 8
 #define RASTER_GROUP 8  // knob: 1 4 8
+#define MIN_BLOCKS 1    // knob: 1 2
 // Knob constraints (evo_fsr/knobs.py), mirrored by the static_asserts below.
 // Shared memory (the ring of A and B slices, padded rows) within sm_90's 227 KiB per block:
 // constraint: STAGES * BLOCK_K * (WARPS_M * LANES_M * THREAD_M + WARPS_N * (32 // LANES_M) * THREAD_N + 8) * 4 <= 227 * 1024
@@ -133,7 +134,8 @@ __device__ __forceinline__ void load_slice(float* As_s, float* Bs_s, const float
 // C[m0.., n0..] (+)= A[m0.., k-range of blockIdx.z] * B[k-range, n0..].
 // k_chunk: the K extent of one split (a multiple of BLOCK_K); gridDim.z > 1 means split-K (atomics).
 template <bool VEC>
-__global__ void __launch_bounds__(THREADS)
+// MIN_BLOCKS: blocks per SM that ptxas must fit (2 caps a 256-thread block at 128 registers).
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 sgemm_simt(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M,
            int K, int N, int k_chunk, int tiles_m, int tiles_n) {
     extern __shared__ __align__(16) float smem[];
