@@ -94,7 +94,7 @@ template <int DHP, int ROWS, int LD, int THREADS>
 __device__ __forceinline__ void load_transposed(float* dst, const float* __restrict__ src, int r0, int N,
                                                 int D, int dh, int tid) {
     constexpr int ELEMS = ROWS * DHP;
-#pragma unroll
+#pragma unroll 1
     for (int i = 0; i < (ELEMS + THREADS - 1) / THREADS; ++i) {
         int idx = tid + i * THREADS;
         if (ELEMS % THREADS == 0 || idx < ELEMS) {
@@ -113,7 +113,7 @@ __device__ __forceinline__ void load_rows(float* dst, const float* __restrict__ 
                                           int dh, int tid) {
     if (VEC) {
         constexpr int CHUNKS = ROWS * (DHP / 4);
-#pragma unroll
+#pragma unroll 1
         for (int i = 0; i < (CHUNKS + THREADS - 1) / THREADS; ++i) {
             int idx = tid + i * THREADS;
             if (CHUNKS % THREADS == 0 || idx < CHUNKS) {
@@ -125,7 +125,7 @@ __device__ __forceinline__ void load_rows(float* dst, const float* __restrict__ 
         }
     } else {
         constexpr int ELEMS = ROWS * DHP;
-#pragma unroll
+#pragma unroll 1
         for (int i = 0; i < (ELEMS + THREADS - 1) / THREADS; ++i) {
             int idx = tid + i * THREADS;
             if (ELEMS % THREADS == 0 || idx < ELEMS) {
