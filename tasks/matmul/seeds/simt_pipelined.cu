@@ -30,7 +30,7 @@
 #define BLOCK_K 8       // knob: 8 16 32
 #define STAGES 3        // knob: 2 3 4
 #define SPLIT_K 4       // knob: 1 2 4 8
-#define RASTER_GROUP 8  // knob: 1 4 8
+#define RASTER_GROUP 8  // tile rows per rasterization group (L2 reuse)
 #define MIN_BLOCKS 1    // knob: 1 2
 // Knob constraints (evo_fsr/knobs.py), mirrored by the static_asserts below.
 // Shared memory (the ring of A and B slices, padded rows) within sm_90's 227 KiB per block:
