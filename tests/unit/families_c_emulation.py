@@ -109,9 +109,11 @@ def run_matmul(knobs, A, B, vec, early, sm_count=132, wait_slack=0):
     C = np.zeros((M, N)) if splits > 1 else np.full((M, N), np.nan)
     count = np.zeros((M, N), int)
     rows, cols = mm_thread_maps(d)
-    pairs = set(zip(np.repeat(rows, d['THREAD_N'], 1).ravel().tolist(), np.tile(cols, (1, d['THREAD_M'])).ravel().tolist()))
-    assert pairs == {(r, c) for r in range(BM) for c in range(BN)}          # register tiles cover the block once
-    assert rows.size * d['THREAD_N'] == BM * BN
+    cover = np.zeros((BM, BN), int)                 # register tiles cover the block tile once
+    np.add.at(cover, (rows[:, :, None], cols[:, None, :]), 1)
+    assert np.all(cover == 1)
+    quads = cols.reshape(-1, d['THREAD_N'] // 4, 4)  # column blocks of 4: contiguous, 4-aligned
+    assert np.all(quads - quads[:, :, :1] == np.arange(4)) and np.all(quads[:, :, 0] % 4 == 0)
     seen = set()
     for pid in range(tiles_m * tiles_n):
         tm, tn = mm_raster(d, pid, tiles_m, tiles_n)
@@ -126,8 +128,9 @@ def run_matmul(knobs, A, B, vec, early, sm_count=132, wait_slack=0):
             groups = []                      # pending groups: list of writes
             holder = [None] * S              # slice whose data a stage holds (or will)
             def issue(stage, sl):
-                if sl is None:
-                    groups.append([]); return
+                if sl is None:              # an empty commit group
+                    groups.append([])
+                    return
                 (ai, av), (bi, bv) = mm_load_writes(d, A, B, M, K, N, m0, n0, k_begin + sl * BK, k_end, vec)
                 w = [(stage, ai, av, bi, bv)]
                 holder[stage] = sl
@@ -159,7 +162,6 @@ def run_matmul(knobs, A, B, vec, early, sm_count=132, wait_slack=0):
                 stage = 0 if stage + 1 == S else stage + 1
                 load_stage = 0 if load_stage + 1 == S else load_stage + 1
             wait(0)
-            assert np.all((cols.reshape(-1, d['THREAD_N'] // 4, 4) - cols.reshape(-1, d['THREAD_N'] // 4, 4)[:, :, :1]) == np.arange(4))
             gm = np.broadcast_to((m0 + rows)[:, :, None], acc.shape)
             gn = np.broadcast_to((n0 + cols)[:, None, :], acc.shape)
             keep = (gm < M) & (gn < N)
@@ -184,9 +186,12 @@ def attn_cfg(DHP, W, TK, RQ, RKV, NST):
 def attn_dispatch(k, dh):
     small = max(4 * k['THREADS_KV'], 32)
     args = (k['WARPS'], k['THREADS_KV'], k['ROWS_Q'], k['COLS_KV'], k['KV_STAGES'])
-    if dh <= small: return attn_cfg(small, *args)
-    if dh <= 64: return attn_cfg(64, *args)
-    if dh <= 128: return attn_cfg(128, 2, 8, 4, 4, 1)
+    if dh <= small:
+        return attn_cfg(small, *args)
+    if dh <= 64:
+        return attn_cfg(64, *args)
+    if dh <= 128:                       # the general path's fixed tile
+        return attn_cfg(128, 2, 8, 4, 4, 1)
     return attn_cfg(256, 2, 8, 4, 4, 1)
 
 def transposed_writes(c, ROWS, LD, src, r0, N, D, dh):
@@ -210,7 +215,9 @@ def rows_writes(c, ROWS, LD, src, r0, N, D, dh, vec):
         assert np.all(~ok | (4 * ch + 3 < dh))
         dst = (r * LD + 4 * ch)[:, None] + np.arange(4)[None]
         assert np.all(dst[:, 0] % 4 == 0)
-        val = np.where(ok[:, None], src[np.minimum(r0 + r, N - 1)[:, None], np.minimum(4 * ch[:, None] + np.arange(4)[None], D - 1)], 0.0)
+        src_rows = np.minimum(r0 + r, N - 1)[:, None]
+        src_cols = np.minimum(4 * ch[:, None] + np.arange(4)[None], D - 1)
+        val = np.where(ok[:, None], src[src_rows, src_cols], 0.0)
         dst, val = dst.ravel(), val.ravel()
     else:
         idx = np.arange(ROWS * DHP)
@@ -233,6 +240,7 @@ def xor_reduce(x, TK, op):
     return x
 
 def run_attention(k, Q, K, V, heads, vec, early):
+    """out as the kernel computes it (float64), for knob values ``k``."""
     Bn, N, D = Q.shape; dh = D // heads
     c = attn_dispatch(k, dh)
     T, TK, TQ, RQ, RKV, RD, NST, BQ, BKV, DHP = (c[x] for x in 'T TK TQ RQ RKV RD NST BQ BKV DHP'.split())
@@ -245,8 +253,10 @@ def run_attention(k, Q, K, V, heads, vec, early):
     kcols = (ci // 4)[None] * 4 * TK + col0[:, None] + (ci % 4)[None]      # [T, RKV]
     dcols = (di // 4)[None] * 4 * TK + col0[:, None] + (di % 4)[None]      # [T, RD]
     # coverage: rows x dcols tiles BQ x DHP exactly once; rows x kcols tiles BQ x BKV once
-    cov = np.zeros((BQ, DHP), int); np.add.at(cov, (rows[:, :, None], dcols[:, None, :]), 1); assert np.all(cov == 1)
-    cov = np.zeros((BQ, BKV), int); np.add.at(cov, (rows[:, :, None], kcols[:, None, :]), 1); assert np.all(cov == 1)
+    for width, cols in ((DHP, dcols), (BKV, kcols)):
+        cover = np.zeros((BQ, width), int)
+        np.add.at(cover, (rows[:, :, None], cols[:, None, :]), 1)
+        assert np.all(cover == 1)
     scale = 1.0 / np.sqrt(dh)
     written = np.zeros((Bn, N, D), int)
     for blk in range(q_tiles * Bn * heads):
@@ -320,12 +330,3 @@ def run_attention(k, Q, K, V, heads, vec, early):
         np.add.at(written, (b, gi[keep], h * dh + ge[keep]), 1)
     assert np.all(written == 1)
     return out
-
-def attention_reference(Q, K, V, heads):
-    B, N, D = Q.shape; dh = D // heads
-    q = Q.reshape(B, N, heads, dh).transpose(0, 2, 1, 3)
-    k = K.reshape(B, N, heads, dh).transpose(0, 2, 1, 3)
-    v = V.reshape(B, N, heads, dh).transpose(0, 2, 1, 3)
-    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dh)
-    p = np.exp(s - s.max(-1, keepdims=True)); p /= p.sum(-1, keepdims=True)
-    return (p @ v).transpose(0, 2, 1, 3).reshape(B, N, D)
