@@ -27,7 +27,7 @@
 
 #define WARPS_M 2   // knob: 1 2 4
 #define WARPS_N 4   // knob: 1 2 4
-#define LANES_M 4   // knob: 4 8
+#define LANES_M 8   // knob: 4 8
 #define TM 8        // knob: 4 8
 #define TN 8        // knob: 4 8
 #define BK 16       // knob: 8 16 32
