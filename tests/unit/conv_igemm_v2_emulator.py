@@ -113,7 +113,7 @@ def _check_walk(k: dict[str, np.ndarray], kg: np.ndarray, R: int, S: int, W: int
 
 
 def run(t: Tiles, x: np.ndarray, w: np.ndarray, pad: int, stride: int, *, sms: int = 132,
-        splits_override: int | None = None, w_aligned: bool = True) -> np.ndarray:
+        splits_override: int | None = None, w_aligned: bool = True, out_aligned: bool = True) -> np.ndarray:
     """y as the kernel computes it (float64), checking the kernel's invariants on the way."""
     N, C, H, W = x.shape
     K, _, R, S = w.shape
@@ -262,6 +262,23 @@ def run(t: Tiles, x: np.ndarray, w: np.ndarray, pad: int, stride: int, *, sms: i
                     read_stage = (read_stage + 1) % t.STAGES
                     write_stage = (write_stage + 1) % t.STAGES
                 assert loaded[0] == n_tiles
+                if PQ % 4 == 0 and out_aligned:          # float4 epilogue
+                    for g in range(t.TM // 4):
+                        m = m0 + a_col + g * t.LANES_M * 4
+                        n = m // PQ
+                        pq = m - n * PQ
+                        base = n * K * PQ + pq
+                        assert np.all(m % 4 == 0) and np.all((m < M) == (m + 3 < M))
+                        for j in range(t.TN):
+                            k = n0 + b_row + j * t.LANES_N
+                            ok = (m < M) & (k < K)
+                            dst = (base + k * PQ)[ok]
+                            assert np.all(dst % 4 == 0), "misaligned float4 store"
+                            for e in range(4):
+                                assert np.all((m[ok] + e) // PQ == n[ok]), "float4 store across images"
+                                out[z, dst + e] = acc[ok, 4 * g + e, j]
+                                np.add.at(written[z], dst + e, 1)
+                    continue
                 for i in range(t.TM):
                     m = m0 + a_col + (i // 4) * t.LANES_M * 4 + (i % 4)
                     n = m // PQ

@@ -71,6 +71,12 @@ def test_uneven_split_k_partitions_and_unaligned_filters(splits: int) -> None:
     _emulate_and_compare(DEFAULTS, shape, splits_override=splits, w_aligned=False)
 
 
+@pytest.mark.parametrize("knobs", [DEFAULTS, CORNERS[1]], ids=["default", "corner1"])
+def test_scalar_epilogue_on_a_misaligned_output(knobs: dict[str, str]) -> None:
+    """PQ % 4 == 0 but y not 16-byte aligned: the kernel falls back to scalar stores."""
+    _emulate_and_compare(knobs, dict(N=2, C=3, H=8, W=6, K=9, R=3, S=3, pad=1, stride=1), out_aligned=False)
+
+
 def test_split_k_engages_on_conv5_and_not_on_conv2() -> None:
     t = Tiles.of(DEFAULTS)
     shapes = {s.label: s.env for s in TASK.benchmark("resnet50")}

@@ -65,7 +65,7 @@ static_assert(TM % 4 == 0 && BK % 4 == 0 && THREADS <= 1024, "tile shapes the lo
 static_assert(BM % A_TM == 0 && THREADS % A_TM == 0, "A loader mapping");
 static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA on sm_90");
 
-__device__ float g_splitk_ws[SPLITK_WS_FLOATS];
+__device__ __align__(16) float g_splitk_ws[SPLITK_WS_FLOATS];
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return (unsigned)__cvta_generic_to_shared(p);
@@ -292,6 +292,27 @@ conv2d_igemm_v2(const float* __restrict__ x, const float* __restrict__ w, float*
 
     // ---- epilogue: y[n][k][p][q] (or this split's slice of the partial buffer); written in full.
     float* out = partial ? partial + (long long)blockIdx.z * M * K : y;
+    if (PQ % 4 == 0 && ((uintptr_t)out & 15) == 0) {
+        // A thread's 4 contiguous rows m (m % 4 == 0) lie in one image and 16-byte aligned
+        // output, all below M or all not (M = N*PQ is a multiple of 4): one float4 per (g, j),
+        // and the lanes of a row group write 16 * LANES_M contiguous bytes.
+#pragma unroll
+        for (int g = 0; g < TM / 4; ++g) {
+            const long long m = m0 + a_col + g * LANES_M * 4;
+            if (m >= M) continue;
+            const int n = (int)(m / PQ);
+            const int pq = (int)(m - (long long)n * PQ);
+            const long long base = (long long)n * K * PQ + pq;
+#pragma unroll
+            for (int j = 0; j < TN; ++j) {
+                const int k = n0 + b_row + j * LANES_N;
+                if (k < K)
+                    *reinterpret_cast<float4*>(out + base + (long long)k * PQ) =
+                        make_float4(acc[4 * g][j], acc[4 * g + 1][j], acc[4 * g + 2][j], acc[4 * g + 3][j]);
+            }
+        }
+        return;
+    }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
         const long long m = m0 + a_col + (i / 4) * LANES_M * 4 + (i % 4);
@@ -379,7 +400,8 @@ extern "C" int launch(const float* x, const float* w, float* y, int N, int C, in
     if (err != cudaSuccess) return (int)err;
     if (splits > 1) {
         const long long blocks = (total + 255) / 256;
-        conv2d_splitk_reduce<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(partial, y, total, splits);
+        const unsigned reduce_blocks = (unsigned)(blocks < 4096 ? blocks : 4096);
+        conv2d_splitk_reduce<<<reduce_blocks, 256, 0, stream>>>(partial, y, total, splits);
     }
     return (int)cudaGetLastError();
 }
