@@ -30,6 +30,7 @@ class Tiles:
     BK: int
     STAGES: int
     SPLIT_K: int
+    A_LOAD_M: int
 
     @classmethod
     def of(cls, knobs: Mapping[str, str]) -> "Tiles":
@@ -54,7 +55,7 @@ class Tiles:
     @property
     def B_STAGE(self) -> int: return self.BN * self.BS_LD
     @property
-    def A_TM(self) -> int: return min(self.THREADS, self.BM)
+    def A_TM(self) -> int: return min(self.A_LOAD_M, self.THREADS, self.BM)
     @property
     def A_MI(self) -> int: return self.BM // self.A_TM
     @property

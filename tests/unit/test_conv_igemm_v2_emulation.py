@@ -25,9 +25,9 @@ DIMS = ("N", "C", "H", "W", "K", "R", "S", "pad", "stride")
 #: Corner tilings: one warp; BM > THREADS (two A rows per thread) with fewer B chunks than
 #: threads; BK = 32 with 4x8 thread tiles.
 CORNERS = [
-    dict(WARPS_M="1", WARPS_N="1", LANES_M="8", TM="4", TN="4", BK="8", STAGES="2", SPLIT_K="2"),
-    dict(WARPS_M="4", WARPS_N="1", LANES_M="8", TM="8", TN="4", BK="8", STAGES="4", SPLIT_K="4"),
-    dict(WARPS_M="2", WARPS_N="2", LANES_M="4", TM="4", TN="8", BK="32", STAGES="3", SPLIT_K="1"),
+    dict(WARPS_M="1", WARPS_N="1", LANES_M="8", TM="4", TN="4", BK="8", STAGES="2", SPLIT_K="2", A_LOAD_M="32"),
+    dict(WARPS_M="4", WARPS_N="1", LANES_M="8", TM="8", TN="4", BK="8", STAGES="4", SPLIT_K="4", A_LOAD_M="128"),
+    dict(WARPS_M="2", WARPS_N="2", LANES_M="4", TM="4", TN="8", BK="32", STAGES="3", SPLIT_K="1", A_LOAD_M="64"),
 ]
 EXTRA_SHAPES = [
     dict(N=2, C=5, H=9, W=11, K=3, R=1, S=1, pad=0, stride=2),     # 1x1 stride 2: general path

@@ -10,8 +10,8 @@
 // Shared memory per stage: As[BK][BM] (k-major, m contiguous) and Bs[BN][BK + 4] (n-major, k
 // contiguous, padded by 4 floats so that 8 lanes reading 8 consecutive rows hit 8 distinct 16-byte
 // bank groups: (BK + 4) / 4 is odd for BK = 8, 16, 32).
-// Gather: each thread loads the same A rows m on every k-tile; their base offsets are computed
-// once.  Its Kgemm rows' (c, r, s) are walked incrementally with carries (deltas computed once),
+// Gather: each thread loads the same A rows m on every k-tile (A_LOAD_M threads of a CTA side by
+// side along m, so a warp reads consecutive output pixels); their base offsets are computed once.  Its Kgemm rows' (c, r, s) are walked incrementally with carries (deltas computed once),
 // so the main loop has no division or modulo.  Padding, the image border and the tile tails are
 // zero-filled by cp.async's src-size 0 form.  Filters are loaded as 16-byte cp.async when
 // Kgemm % 4 == 0 and w is 16-byte aligned, else as 4-byte cp.async.
@@ -33,6 +33,7 @@
 #define BK 16       // knob: 8 16 32
 #define STAGES 3    // knob: 2 3 4
 #define SPLIT_K 4   // knob: 1 2 4
+#define A_LOAD_M 32 // knob: 32 64 128
 // Knob constraints (evo_fsr/knobs.py): combinations that break one never reach nvcc.
 // Register budget: launch_bounds(THREADS) leaves 65536 / THREADS registers per thread; a lane
 // needs about 2 * TM * TN + 64 (accumulators, fragments, gather state, addresses).
@@ -48,8 +49,11 @@
 #define A_STAGE (BK * BM)                    // floats per stage of As
 #define B_STAGE (BN * BS_LD)                 // floats per stage of Bs
 #define SMEM_BYTES (STAGES * (A_STAGE + B_STAGE) * 4)
-// A loader: A_TM threads along m (one m each, A_MI of them), A_TK along Kgemm rows.
-#define A_TM (THREADS < BM ? THREADS : BM)
+// A loader: A_TM threads along m (A_MI rows m each, A_TM apart), A_TK along Kgemm rows (A_KI
+// rows each, A_TK apart).  A smaller A_TM gives each thread more rows m per walked Kgemm row:
+// fewer (c, r, s) carries per loaded element, more registers for the row bases.
+#define A_TM_CAP (THREADS < BM ? THREADS : BM)
+#define A_TM (A_LOAD_M < A_TM_CAP ? A_LOAD_M : A_TM_CAP)
 #define A_MI (BM / A_TM)
 #define A_TK (THREADS / A_TM)
 #define A_KI ((BK + A_TK - 1) / A_TK)
