@@ -344,15 +344,15 @@ __global__ void conv2d_splitk_reduce(const float* __restrict__ partial, float* _
 }
 
 template <bool IS_1X1, bool VEC_B>
-static cudaError_t launch_igemm(dim3 grid, const float* x, const float* w, float* y, float* partial,
+static cudaError_t launch_igemm(int device, dim3 grid, const float* x, const float* w, float* y, float* partial,
                                 int N, int C, int H, int W, int K, int R, int S, int pad, int stride,
                                 int P, int Q, int tiles_per_split, cudaStream_t stream) {
     auto kernel = conv2d_igemm_v2<IS_1X1, VEC_B>;
-    static bool configured = false;       // one attribute call per instantiation and process
-    if (!configured) {
+    static int configured_device = -1;    // one attribute call per instantiation and device
+    if (configured_device != device) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
         if (err != cudaSuccess) return err;
-        configured = true;
+        configured_device = device;
     }
     kernel<<<grid, THREADS, SMEM_BYTES, stream>>>(x, w, y, partial, N, C, H, W, K, R, S, pad, stride,
                                                   P, Q, tiles_per_split);
@@ -371,11 +371,17 @@ extern "C" int launch(const float* x, const float* w, float* y, int N, int C, in
     const unsigned m_tiles = (unsigned)((M + BM - 1) / BM);
     const unsigned n_tiles = (unsigned)((K + BN - 1) / BN);
 
-    static int sms = 0;
-    if (sms == 0) {
-        int dev = 0;
-        cudaError_t err = cudaGetDevice(&dev);
-        if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    // Per-device facts, looked up once per device: SM count and the split-K buffer's address.
+    static int cached_device = -1, sms = 0;
+    static float* ws = nullptr;
+    int device = 0;
+    {
+        cudaError_t err = cudaGetDevice(&device);
+        if (err == cudaSuccess && device != cached_device) {
+            err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+            if (err == cudaSuccess) err = cudaGetSymbolAddress((void**)&ws, g_splitk_ws);
+            if (err == cudaSuccess) cached_device = device;
+        }
         if (err != cudaSuccess) return (int)err;
     }
     // Split-K while the grid is smaller than the GPU, each split keeping at least 4 k-tiles.
@@ -386,21 +392,17 @@ extern "C" int launch(const float* x, const float* w, float* y, int N, int C, in
         splits *= 2;
     const int tiles_per_split = (k_tiles + splits - 1) / splits;
     splits = (k_tiles + tiles_per_split - 1) / tiles_per_split;   // no split left empty
-    float* partial = nullptr;
-    if (splits > 1) {
-        cudaError_t err = cudaGetSymbolAddress((void**)&partial, g_splitk_ws);
-        if (err != cudaSuccess) return (int)err;
-    }
+    float* partial = splits > 1 ? ws : nullptr;
     const dim3 grid(m_tiles, n_tiles, (unsigned)splits);
     const bool is_1x1 = R == 1 && S == 1 && pad == 0 && stride == 1;
     const bool vec_b = KD % 4 == 0 && ((uintptr_t)w & 15) == 0;
     cudaError_t err;
     if (is_1x1)
-        err = vec_b ? launch_igemm<true, true>(grid, x, w, y, partial, N, C, H, W, K, R, S, pad, stride, P, Q, tiles_per_split, stream)
-                    : launch_igemm<true, false>(grid, x, w, y, partial, N, C, H, W, K, R, S, pad, stride, P, Q, tiles_per_split, stream);
+        err = vec_b ? launch_igemm<true, true>(device, grid, x, w, y, partial, N, C, H, W, K, R, S, pad, stride, P, Q, tiles_per_split, stream)
+                    : launch_igemm<true, false>(device, grid, x, w, y, partial, N, C, H, W, K, R, S, pad, stride, P, Q, tiles_per_split, stream);
     else
-        err = vec_b ? launch_igemm<false, true>(grid, x, w, y, partial, N, C, H, W, K, R, S, pad, stride, P, Q, tiles_per_split, stream)
-                    : launch_igemm<false, false>(grid, x, w, y, partial, N, C, H, W, K, R, S, pad, stride, P, Q, tiles_per_split, stream);
+        err = vec_b ? launch_igemm<false, true>(device, grid, x, w, y, partial, N, C, H, W, K, R, S, pad, stride, P, Q, tiles_per_split, stream)
+                    : launch_igemm<false, false>(device, grid, x, w, y, partial, N, C, H, W, K, R, S, pad, stride, P, Q, tiles_per_split, stream);
     if (err != cudaSuccess) return (int)err;
     if (splits > 1) {
         const long long blocks = (total + 255) / 256;
