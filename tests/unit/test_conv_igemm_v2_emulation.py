@@ -89,3 +89,41 @@ def test_split_k_engages_on_conv5_and_not_on_conv2() -> None:
     assert int(DEFAULTS["SPLIT_K"]) > 1
     assert plan(conv5)[0] > 1, "conv5_x (7x7 outputs) leaves the GPU idle without split-K"
     assert plan(conv2)[0] == 1
+
+
+def _conflict_free_128bit(byte_addresses: np.ndarray) -> bool:
+    """A warp's 16-byte shared loads, as served in 4 phases of 8 lanes: within a phase, distinct
+    addresses must fall in distinct groups of 4 banks (identical addresses are broadcast)."""
+    for phase in byte_addresses.reshape(4, 8):
+        distinct = np.unique(phase)
+        if len(np.unique((distinct // 16) % 8)) != len(distinct):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("lanes_m", ["4", "8"])
+@pytest.mark.parametrize("bk", ["8", "16", "32"])
+def test_fragment_loads_are_bank_conflict_free(lanes_m: str, bk: str) -> None:
+    """The FFMA loop's float4 reads of As (m contiguous) and of the padded Bs rows (k contiguous)."""
+    t = Tiles.of({**DEFAULTS, "LANES_M": lanes_m, "BK": bk})
+    lane = np.arange(32)
+    lane_m, lane_n = lane // t.LANES_N, lane % t.LANES_N
+    for warp_m in range(t.WARPS_M):
+        for warp_n in range(t.WARPS_N):
+            a_col = warp_m * t.WM + lane_m * 4
+            b_row = warp_n * t.WN + lane_n
+            for k4 in range(0, t.BK, 4):
+                for g in range(t.TM // 4):
+                    for u in range(4):
+                        assert _conflict_free_128bit(4 * ((k4 + u) * t.BM + a_col + g * t.LANES_M * 4))
+                for j in range(t.TN):
+                    assert _conflict_free_128bit(4 * ((b_row + j * t.LANES_N) * t.BS_LD + k4)), (t, j, k4)
+    unpadded = (lane % 8) * 16 * 4                 # 8 lanes reading rows of 16 floats, no padding
+    assert not _conflict_free_128bit(unpadded), "the model cannot tell padding from none"
+
+
+def test_every_valid_combination_fits_shared_memory_and_tiles() -> None:
+    for values in KnobSpace.of(SOURCE).all_valid():
+        t = Tiles.of(values)
+        assert t.STAGES * (t.A_STAGE + t.B_STAGE) * 4 <= 227 * 1024, values
+        assert t.BM % t.A_TM == 0 and t.THREADS % t.A_TM == 0 and t.TM % 4 == 0, values
