@@ -11,16 +11,19 @@
 // contiguous, padded by 4 floats so that 8 lanes reading 8 consecutive rows hit 8 distinct 16-byte
 // bank groups: (BK + 4) / 4 is odd for BK = 8, 16, 32).
 // Gather: each thread loads the same A rows m on every k-tile (A_LOAD_M threads of a CTA side by
-// side along m, so a warp reads consecutive output pixels); their base offsets are computed once.  Its Kgemm rows' (c, r, s) are walked incrementally with carries (deltas computed once),
-// so the main loop has no division or modulo.  Padding, the image border and the tile tails are
+// side along m, so a warp reads consecutive output pixels); their base offsets are computed
+// once.  Its Kgemm rows' (c, r, s) are walked incrementally with one carry per digit (the steps
+// are divided out once), so the main loop has no division or modulo.  Padding, the image border and the tile tails are
 // zero-filled by cp.async's src-size 0 form.  Filters are loaded as 16-byte cp.async when
 // Kgemm % 4 == 0 and w is 16-byte aligned, else as 4-byte cp.async.
+// Epilogue: float4 stores of a thread's 4 contiguous rows m when P*Q % 4 == 0 (they share an
+// image and are 16-byte aligned), scalar stores otherwise.
 // Split-K (grid.z) for grids too small to fill the GPU: each split writes its partial sums in
 // full to a static device buffer, and a second kernel sums them into y (no reset needed).
 // Regimes (launch): 1x1 stride-1 pad-0 convolutions take a plain GEMM gather (no border test,
 // Kgemm = C); the general path handles any R, S, pad, stride.
-// Limits: C*H*W and K*P*Q below 2^31 per image (offsets within an image are 32-bit, image bases
-// 64-bit); the split-K buffer is shared, so launches of this kernel must not run concurrently on
+// Limits: C*H*W below 2^31 (the gather's offset within an image is 32-bit; image bases, filter
+// rows and output offsets are 64-bit); the split-K buffer is shared, so launches of this kernel must not run concurrently on
 // two streams when split-K engages.
 #include <cuda_runtime.h>
 #include <stdint.h>
