@@ -123,6 +123,8 @@ def test_prepared_responder_serves_an_edit_that_fits_the_parent(conv2d) -> None:
     folder = Path(__file__).resolve().parents[2] / "scripts" / "prepared_replies" / "conv2d"
     respond = prepared_responder([f.read_text() for f in sorted(folder.glob("*.md"))])
     for name, source in conv2d.seeds().items():
+        if name not in ("naive", "implicit_gemm"):      # the seeds the prepared edits were written for
+            continue
         parent = Individual("conv2d", source)
         prompt = build_prompt("diff", PromptInputs("task"), [parent])
         reply = respond({"messages": prompt.messages})["content"]
