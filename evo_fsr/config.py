@@ -6,7 +6,7 @@
     islands: 0            # 0 = automatic: 1 island below 16 individuals, 2 from 16 up
     seed: 0
     evolution: {mode: generational, in_flight: 0}
-    selection: {tournament_size: 3, elite: 1, hall_of_fame: 10, shape_elites: 1, shape_elite_rate: 0.0}
+    selection: {tournament_size: 3, elite: 1, hall_of_fame: 10, shape_elites: 1, shape_elite_rate: 0.25}
     migration: {interval: 3, size: 1}
     operators: {knob_mutate: 0.35, knob_crossover: 0.15, llm_mutate: 0.3, llm_crossover: 0.1,
                 llm_repair: 0.1}
@@ -67,7 +67,7 @@ class SelectionConfig:
     elite: int = 1                # best individuals of each island kept unchanged
     hall_of_fame: int = 10
     shape_elites: int = 1         # per benchmark shape, the fastest correct candidates kept (search/elites.py)
-    shape_elite_rate: float = 0.0  # chance that a child's first parent is a per-shape elite (0 = tournament only)
+    shape_elite_rate: float = 0.25  # chance that a child's first parent is a per-shape elite (0 = tournament only)
 
 
 @dataclass(frozen=True)

@@ -180,9 +180,9 @@ class Breeder:
     # -- helpers -------------------------------------------------------------------------
     def _parents(self, island: list[Individual], arity: int, population: Population | None = None) -> list[Individual]:
         """Tournament winners on the island; with probability ``shape_elite_rate`` the first is a
-        per-shape elite instead (no draw at all when the rate is 0: the default breeds as before)."""
+        per-shape elite instead (no draw at all when the rate is 0 or the run times one shape)."""
         elite = None
-        if self.shape_elite_rate > 0 and population is not None and population.elites and \
+        if self.shape_elite_rate > 0 and population is not None and len(population.elites) > 1 and \
                 self.rng.random() < self.shape_elite_rate:
             elite = population.elites.pick(self.rng)
         chosen = ([elite] if elite else []) + self.selector.select(island, arity - (1 if elite else 0), self.rng)

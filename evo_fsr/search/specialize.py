@@ -92,12 +92,13 @@ def specialize(loop: "Evolution") -> Individual | None:
 
 def _variants(loop: "Evolution") -> list[Individual]:
     """Candidate variants: the per-shape elites and the hall of fame, once each, with a recorded
-    result (never an assembled kernel: choose_routes skips those)."""
+    result (never an assembled kernel: choose_routes skips those), by id: ties go to the same
+    variant whatever order they were found in, so a resumed run assembles the same dispatcher."""
     chosen: dict[str, Individual] = {}
     for ind in [*loop.population.elites.individuals, *loop.population.hof]:
         if ind.id in loop.results and not variant_count(ind.source):
             chosen.setdefault(ind.id, ind)
-    return list(chosen.values())
+    return [chosen[key] for key in sorted(chosen)]
 
 
 def _evaluate(loop: "Evolution", dispatch: Individual, routes: Sequence[Route], ids: dict[str, str]) -> EvalResult:
