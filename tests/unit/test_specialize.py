@@ -128,10 +128,10 @@ def test_elite_parents_at_rate_one_and_no_draw_at_rate_zero(conv2d, make_config)
             pop.elites.offer(specialists[1], verdict({"s1": 1.0, "s2": 9.0}))
         return pop
 
-    def firsts(rate: float, with_elites: bool) -> list[tuple[str, ...]]:
+    def firsts(rate: float, with_elites: bool, count: int = 12) -> list[tuple[str, ...]]:
         config = make_config(pop=4, **{"selection.shape_elite_rate": rate, "operators.knob_crossover": 0.0})
         breeder = Breeder(conv2d, config, rng=random.Random(5))
-        return [breeder.breed(0, population(with_elites), set()).resolve().parents for _ in range(12)]
+        return [breeder.breed(0, population(with_elites), set()).resolve().parents for _ in range(count)]
 
     elite_ids = {s.id for s in specialists}
     always = firsts(1.0, True)
@@ -139,6 +139,8 @@ def test_elite_parents_at_rate_one_and_no_draw_at_rate_zero(conv2d, make_config)
     assert {parents[0] for parents in always} == elite_ids                  # both shapes' elites
     assert not any(parents[0] in elite_ids for parents in firsts(0.0, True))
     assert firsts(0.0, True) == firsts(0.0, False) == firsts(1.0, False)    # no elites or rate 0: as before
+    some = sum(parents[0] in elite_ids for parents in firsts(0.25, True, count=80))
+    assert 8 <= some <= 32                                                  # about one in four
 
 
 def test_the_new_selection_keys_are_checked(make_config) -> None:
