@@ -174,8 +174,10 @@ def test_a_run_keeps_each_shapes_best_and_resume_restores_them(tmp_path, make_co
     assert resumed("v1").population.elites.to_dict() == engine.population.elites.to_dict()
 
 
-def test_the_dispatcher_is_assembled_evaluated_and_written_when_it_wins(tmp_path, make_config, conv2d) -> None:
-    engine, result, backend, store = run_engine(tmp_path, make_config, conv2d)
+@pytest.mark.parametrize("mode", ["generational", "steady"])
+def test_the_dispatcher_is_assembled_evaluated_and_written_when_it_wins(tmp_path, make_config, conv2d,
+                                                                        mode) -> None:
+    engine, result, backend, store = run_engine(tmp_path, make_config, conv2d, **{"evolution.mode": mode})
     records = evaluated(store)
     dispatch = [r for r in records if r["candidate"]["operator"] == "dispatch"]
     assert len(dispatch) == 1 and backend.submitted[-1] == dispatch[0]["candidate"]["id"]
@@ -242,3 +244,20 @@ def test_one_shape_or_one_winner_everywhere_assembles_nothing(tmp_path, make_con
     _, result, _, store = run_engine(tmp_path, make_config, conv2d, evaluate=same_everywhere, name="same")
     assert not [r for r in evaluated(store) if r["candidate"]["operator"] == "dispatch"]
     assert result.best is not None and result.best.operator != "dispatch"
+
+
+def test_the_users_own_shapes_are_routed_on(tmp_path, make_config, conv2d) -> None:
+    from evo_fsr.commands.evolve import parse_shape
+    from evo_fsr.search.specialize import run_shapes
+    shapes = [parse_shape("N=2,C=8,H=16,W=16,K=8,R=3,S=3,pad=1,stride=1"),
+              parse_shape("N=1,C=4,H=9,W=9,K=4,R=1,S=1,pad=0,stride=1,label=mine")]
+    labels = ("N=2,C=8,H=16,W=16,K=8,R=3,S=3,pad=1,stride=1", "mine")
+    evaluate = SyntheticEvaluator(shapes=labels).evaluate
+    engine, result, _, store = run_engine(tmp_path, make_config, conv2d, evaluate=evaluate, **{"eval.shapes": shapes})
+    assert tuple(s.label for s in run_shapes(engine)) == labels
+    dispatch = [r for r in evaluated(store) if r["candidate"]["operator"] == "dispatch"]
+    assert len(dispatch) == 1 and set(dispatch[0]["routes"]) <= set(labels) and dispatch[0]["routes"]
+    best = per_shape_best(evaluated(store))
+    assert result.best.operator == "dispatch"
+    assert synthetic_shape_speedups(result.best.source, labels) == pytest.approx(best)
+    assert "N == 1 && C == 4 && H == 9" in result.best.source or "N == 2 && C == 8" in result.best.source
