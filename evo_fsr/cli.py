@@ -12,6 +12,7 @@ COMMANDS = {
     "report": ("evo_fsr.commands.report", "one self-contained HTML page on a run directory"),
     "export": ("evo_fsr.commands.export", "a Python module calling a kernel on torch tensors / CuPy arrays"),
     "import-kernelbench": ("evo_fsr.commands.import_kernelbench", "KernelBench problem files -> task folders"),
+    "prompt": ("evo_fsr.commands.prompt", "print the prompt an LLM operator would send (no GPU needed)"),
 }
 TASKS_DIR_FLAG = "--tasks-dir"
 

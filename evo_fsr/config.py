@@ -8,10 +8,11 @@
     evolution: {mode: generational, in_flight: 0}
     selection: {tournament_size: 3, elite: 1, hall_of_fame: 10, shape_elites: 1, shape_elite_rate: 0.25}
     migration: {interval: 3, size: 1}
-    operators: {knob_mutate: 0.35, knob_crossover: 0.15, llm_mutate: 0.3, llm_crossover: 0.1,
-                llm_repair: 0.1}
-    llm: {model: "", base_url: "", temperature: 0.7, ...}
-    eval: {benchmark: "", shapes: [], validation_seeds: 2, max_trials: 50}
+    operators: {knob_mutate: 0.35, knob_crossover: 0.15, llm_mutate: 0.15, llm_diff: 0.15,
+                llm_crossover: 0.1, llm_repair: 0.1}
+    llm: {model: "", base_url: "", temperature: 0.7, ...}   # or models: [{model: fast}, {model: strong}]
+    eval: {benchmark: "", shapes: [], validation_seeds: 2, max_trials: 30, compile_timeout_s: 180,
+           candidate_budget_s: 120, allow_vendor_libraries: false}
     ray: {address: "", num_gpus: 0, hang_timeout_s: 1800}
 
 ``evolution.mode`` picks the loop's policy (search/policies.py): ``generational`` (breed a
@@ -82,16 +83,32 @@ class OperatorConfig:
 
     knob_mutate: float = 0.35
     knob_crossover: float = 0.15
-    llm_mutate: float = 0.3
-    llm_crossover: float = 0.1
+    llm_mutate: float = 0.15      # LLM edit mode: a full rewrite of the parent
+    llm_diff: float = 0.15        # LLM edit mode: SEARCH/REPLACE edits of the parent
+    llm_crossover: float = 0.1    # LLM edit mode: two parents -> one kernel
     llm_repair: float = 0.1
     knob_mutation_rate: float = 0.3   # chance that knob_mutate changes each knob
     init_llm_fraction: float = 0.25   # share of the initial population asked from the LLM
 
     def weights(self) -> dict[str, float]:
         return {"knob_mutate": self.knob_mutate, "knob_crossover": self.knob_crossover,
-                "llm_mutate": self.llm_mutate, "llm_crossover": self.llm_crossover,
+                "llm_mutate": self.llm_mutate, "llm_diff": self.llm_diff, "llm_crossover": self.llm_crossover,
                 "llm_repair": self.llm_repair}
+
+
+#: What the run does when ``llm.max_consecutive_failures`` calls in a row fail.
+OnLlmFailures = Literal["stop_llm", "end_run"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One model of several (``llm.models``); a bandit picks among them by improvement per token."""
+
+    model: str = ""
+    base_url: str = ""            # empty: llm.base_url
+    api_key_env: str = ""         # empty: llm.api_key_env
+    max_calls: int = 0            # this model's own caps; 0 = only the run's llm.max_calls
+    max_tokens_total: int = 0     # 0 = only the run's llm.max_tokens_total
 
 
 @dataclass(frozen=True)
@@ -100,18 +117,28 @@ class LlmConfig:
     base_url: str = ""            # empty: $OPENAI_BASE_URL, else the openai default
     api_key_env: str = "OPENAI_API_KEY"
     api_key: str = ""             # prefer api_key_env; never written to the run directory
+    models: tuple[ModelConfig, ...] = ()   # several models (e.g. a fast and a strong one); replaces model
     temperature: float = 0.7
     max_tokens: int = 8192        # per reply
     max_calls: int = 500          # per run
     max_tokens_total: int = 5_000_000
     concurrency: int = 4          # requests in flight (they overlap GPU evaluation)
-    timeout_s: float = 300.0
-    retries: int = 4              # on 429, 5xx, timeouts and connection errors
+    timeout_s: float = 120.0      # per attempt; a reply of max_tokens must fit in it
+    retries: int = 2              # the openai client's own backoff (0.5 s doubling, Retry-After honoured)
+    preflight: bool = True        # one cheap request at start: the model exists, the key is accepted
+    preflight_timeout_s: float = 10.0
+    max_consecutive_failures: int = 5   # failed calls in a row that stop the LLM operators (0 = never)
+    on_failures: OnLlmFailures = "stop_llm"   # or end_run
+    bandit_exploration: float = 0.5     # UCB exploration weight between several models
+    prompt_tokens: int = 12000    # prompt budget (estimated at 4 characters a token); trimmed above
+    inspirations: int = 3         # other good kernels shown with a mutation (0 = none)
+    lineage_depth: int = 4        # ancestors of the parent shown (0 = none)
+    profile_elites: int = 0       # Nsight Compute metrics for this many top kernels (0 = off)
     replay_from: str = ""         # a run directory (or its llm/calls.jsonl) to replay
 
     @property
     def enabled(self) -> bool:
-        return bool(self.model or self.replay_from)
+        return bool(self.model or self.models or self.replay_from)
 
 
 _EVAL_DEFAULTS = EvalConfig()
@@ -127,6 +154,8 @@ class EvalSettings:
     validation_seeds: int = _EVAL_DEFAULTS.validation_seeds
     max_trials: int = _EVAL_DEFAULTS.max_trials
     compile_timeout_s: float = _EVAL_DEFAULTS.compile_timeout_s
+    candidate_budget_s: float = _EVAL_DEFAULTS.candidate_budget_s     # wall clock per candidate
+    allow_vendor_libraries: bool = _EVAL_DEFAULTS.allow_vendor_libraries   # cuBLAS & co (reported)
 
 
 @dataclass(frozen=True)
@@ -263,7 +292,18 @@ def _coerce(value: Any, kind: Any, source: str, key: str) -> Any:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
         raise ConfigError(source, key, f"must be a string, got {value!r}")
-    # the only tuple-typed field: eval.shapes, a list of {dim: number} mappings
+    if get_args(kind)[:1] == (ModelConfig,):          # llm.models: a list of model mappings
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(source, key, "must be a list of models, each a mapping like {model: name}")
+        models = []
+        for i, item in enumerate(value):
+            if isinstance(item, str):
+                item = {"model": item}
+            if not isinstance(item, Mapping):
+                raise ConfigError(source, f"{key}[{i}]", "must be a model name or a mapping like {model: name}")
+            models.append(merge(ModelConfig(), item, source, prefix=f"{key}[{i}]."))
+        return tuple(models)
+    # the other tuple-typed field: eval.shapes, a list of {dim: number} mappings
     if not isinstance(value, (list, tuple)):
         raise ConfigError(source, key, "must be a list of shapes, each a mapping like {N: 8, C: 64}")
     shapes = []
@@ -318,6 +358,17 @@ def validate(config: RunConfig) -> None:
         _check(getattr(llm, key) >= 1, f"llm.{key}", "must be at least 1")
     _check(llm.timeout_s > 0, "llm.timeout_s", "must be positive")
     _check(llm.retries >= 0, "llm.retries", "must be 0 or more")
+    _check(llm.preflight_timeout_s > 0, "llm.preflight_timeout_s", "must be positive")
+    _check(llm.max_consecutive_failures >= 0, "llm.max_consecutive_failures", "must be 0 (never stop) or more")
+    _check(llm.bandit_exploration >= 0, "llm.bandit_exploration", "must be 0 or more")
+    _check(llm.prompt_tokens >= 1000, "llm.prompt_tokens", "must be at least 1000")
+    for key in ("inspirations", "lineage_depth", "profile_elites"):
+        _check(getattr(llm, key) >= 0, f"llm.{key}", "must be 0 or more")
+    for i, m in enumerate(llm.models):
+        _check(bool(m.model), f"llm.models[{i}].model", "must name a model")
+        _check(m.max_calls >= 0 and m.max_tokens_total >= 0, f"llm.models[{i}]", "budgets must be 0 or more")
+    names = [m.model for m in llm.models]
+    _check(len(set(names)) == len(names), "llm.models", "each model may appear once")
     _check(config.eval.validation_seeds >= 1, "eval.validation_seeds", "must be at least 1")
     _check(config.eval.max_trials >= 1, "eval.max_trials", "must be at least 1")
     _check(config.eval.compile_timeout_s > 0, "eval.compile_timeout_s", "must be positive")
@@ -331,5 +382,5 @@ def _to_plain(obj: Any) -> Any:
     if isinstance(obj, tuple) and obj and all(isinstance(s, tuple) for s in obj):
         return [dict(s) if all(isinstance(p, tuple) for p in s) else list(s) for s in obj]
     if isinstance(obj, tuple):
-        return list(obj)
+        return [_to_plain(item) for item in obj]
     return obj

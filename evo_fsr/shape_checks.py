@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from .formulas import FormulaError
 
 if TYPE_CHECKING:
-    from .tasks import Shape, Task
+    from .task_model import Shape, Task
 
 INT32_MAX = 2**31 - 1
 #: Device copies of each input the runner holds while timing: the rotated set, its source and

@@ -2,9 +2,14 @@
 """Serve prepared replies on a local OpenAI-compatible endpoint (127.0.0.1 only).
 
 For machines that reach no LLM service: it lets `scripts/evolve.py` exercise its real LLM
-client path (prompts with the parents' feedback, parsing, recording) end to end.  The replies
-are files prepared by a person (scripts/prepared_replies/<task>/*.md), served in turn; they are
-not a model's work, and the model name you pass to evolve should say so (e.g. prepared-replies).
+client path (preflight, prompts with the parents' feedback, parsing, SEARCH/REPLACE edits,
+recording) end to end.  The replies are files prepared by a person
+(scripts/prepared_replies/<task>/*.md); they are not a model's work, and the model name you
+pass to evolve should say so (e.g. prepared-replies).
+
+A request that asks for SEARCH/REPLACE edits gets a prepared edit file that fits its parent
+when one does (``evo_fsr.testing.chat_server.prepared_responder``); other requests get the
+full-file replies in turn.
 
     python scripts/prepared_llm_server.py --replies scripts/prepared_replies/conv2d --port 8765 &
     python scripts/evolve.py --task conv2d --llm-model prepared-replies \\
@@ -13,7 +18,6 @@ not a model's work, and the model name you pass to evolve should say so (e.g. pr
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 import time
@@ -21,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evo_fsr.testing.chat_server import LocalChatServer  # noqa: E402
+from evo_fsr.testing.chat_server import DIFF_MARK, LocalChatServer, prepared_responder  # noqa: E402
 
 
 def main() -> int:
@@ -35,16 +39,18 @@ def main() -> int:
     if not files:
         print(f"error: {args.replies}: no *.md reply files", file=sys.stderr)
         return 2
-    replies = itertools.cycle([f.read_text() for f in files])
+    texts = [f.read_text() for f in files]
+    prepared = prepared_responder(texts)
 
     def respond(body: dict) -> dict:
         if args.log:
             with args.log.open("a") as fh:
                 fh.write(json.dumps(body) + "\n")
-        return {"content": next(replies)}
+        return prepared(body)
 
     server = LocalChatServer(respond, port=args.port)
-    print(f"serving {len(files)} prepared replies at {server.base_url}", flush=True)
+    edits = sum(DIFF_MARK in t for t in texts)
+    print(f"serving {len(texts)} prepared replies ({edits} SEARCH/REPLACE) at {server.base_url}", flush=True)
     try:
         time.sleep(args.seconds)
     except KeyboardInterrupt:

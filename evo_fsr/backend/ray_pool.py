@@ -78,11 +78,13 @@ class NvccCompile:
     header: str
     timeout_s: float              # eval.compile_timeout_s (default: verdict's EvalConfig)
     cache_dir: str | None = None
+    allow_vendor_libraries: bool = False     # eval.allow_vendor_libraries: the link check's opt-in
 
     def __call__(self, candidate: Candidate, arch: str) -> CompileResult:
         from ..verdict.compile import DEFAULT_CACHE_DIR, compile_source
         return compile_source(candidate.source, self.header, arch,
-                              cache_dir=self.cache_dir or DEFAULT_CACHE_DIR, timeout_s=self.timeout_s)
+                              cache_dir=self.cache_dir or DEFAULT_CACHE_DIR, timeout_s=self.timeout_s,
+                              allow_vendor_libraries=self.allow_vendor_libraries)
 
 
 def evaluator_compile_failure(candidate: Candidate, compiled: CompileResult) -> EvalResult:

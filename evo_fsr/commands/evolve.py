@@ -32,9 +32,9 @@ from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 from ..config import MODES, ConfigError, RunConfig, apply_value, load_config, parse_set, read_yaml, validate
 from ..backend.base import EvalBackend
-from ..llm.client import ChatClient, LlmError, make_client
+from ..llm import ChatClient, LlmError, make_client
 from ..report_lines import progress_best, speed_cell, speed_line
-from ..search import run_record
+from ..search import llm_hooks, run_record
 from ..search.loop import Evolution, saved_llm_usage
 from ..search.policies import SteadyState
 from ..search.rounds import EvolutionResult, GenerationReport
@@ -197,9 +197,12 @@ def gpu_backend(config: RunConfig, task: Task) -> EvalBackend:
     from ..verdict.evaluate import EvalConfig
 
     eval_config = EvalConfig(benchmark=benchmark, shapes=shapes, validation_seeds=config.eval.validation_seeds,
-                             max_trials=config.eval.max_trials, compile_timeout_s=config.eval.compile_timeout_s)
+                             max_trials=config.eval.max_trials, compile_timeout_s=config.eval.compile_timeout_s,
+                             candidate_budget_s=config.eval.candidate_budget_s,
+                             allow_vendor_libraries=config.eval.allow_vendor_libraries)
     pool = GpuPool(TaskEvaluatorFactory(task.name, eval_config),
-                   compile_fn=NvccCompile(task.header(), timeout_s=config.eval.compile_timeout_s),
+                   compile_fn=NvccCompile(task.header(), timeout_s=config.eval.compile_timeout_s,
+                                          allow_vendor_libraries=config.eval.allow_vendor_libraries),
                    num_gpus=config.ray.num_gpus, hang_timeout_s=config.ray.hang_timeout_s,
                    address=config.ray.address or None, owns_ray=owns_ray)
     return pool.start()
@@ -264,17 +267,19 @@ def main(argv: Sequence[str] | None = None, *, backend_factory: BackendFactory |
             out = Path(config.out) if config.out else default_run_dir(config)
             if (out / "config.yaml").exists():
                 raise StoreError(f"{out} already holds a run (use --resume {out} to continue it)")
+        if config.llm.model or config.llm.models:       # a dead endpoint stops the run before Ray starts
+            make_client(config.llm, None, preflight=config.llm.preflight)
         backend = (backend_factory or gpu_backend)(config, task)   # no GPU: fails before any file is written
         if threading.current_thread() is threading.main_thread():     # after Ray's own handler
             previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
         if store is None:
             store = RunStore.create(out, config.to_dict())
-        llm = make_client(config.llm, store.llm_dir, usage=saved_llm_usage(store))
+        llm = make_client(config.llm, store.llm_dir, usage=saved_llm_usage(store), preflight=False)   # checked above
         engine = Evolution(config, task, backend, store, llm=llm)
         word = engine.word
         short = "epoch" if word == "epoch" else "gen"
-        engine.on_generation = lambda r: print(progress_line(
-            r, config.gens, short, engine.results.get(r.best_id or "")), flush=True)
+        engine.on_generation = lambda r: print(" ".join(filter(None, (progress_line(
+            r, config.gens, short, engine.results.get(r.best_id or "")), llm_hooks.warning(llm)))), flush=True)
         if args.resume and engine.restore():
             print(f"resuming {store.root} after {word} {engine.generation}", file=sys.stderr)
         _announce_llm(llm)

@@ -1,128 +1,41 @@
-"""LLM client for any OpenAI-compatible endpoint (the ``openai`` package).
+"""LLM client for one OpenAI-compatible endpoint (the ``openai`` package).
 
-- Retries with exponential backoff (honouring Retry-After) on 429, 5xx, timeouts and
-  connection errors; other 4xx fail at once.
-- Caps on calls and tokens per run (``BudgetExhausted``), a concurrency limit (requests from
-  worker threads overlap GPU evaluation).
+- Retries are the openai client's own (``max_retries``: exponential backoff from 0.5 s, capped
+  at 8 s, honouring Retry-After, on 408/409/429/5xx, timeouts and connection errors); every
+  attempt (its status, or "no response") is recorded with the call, through the HTTP client's
+  event hooks.
+- ``timeout_s`` bounds each attempt; ``preflight`` checks at start, with one cheap request and
+  a short timeout, that the endpoint answers, the key is accepted and the model exists.
+- Caps on calls and tokens (``BudgetExhausted``), a concurrency limit (requests from worker
+  threads overlap GPU evaluation), and a ``FailureGuard``: after
+  ``max_consecutive_failures`` failed calls in a row the client stops (``health``).
 - Every prompt and reply (or error) is appended to ``<run>/llm/calls.jsonl`` by a
-  ``CallRecorder``; ``replay.ReplayClient`` serves a recorded run's replies instead.
+  ``CallRecorder``.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
-import random
 import threading
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any
 
 from ..config import LlmConfig
+from .base import (Budget, BudgetExhausted, CallIds, CallRecorder, ChatClient, FailureGuard, LlmError,
+                   LlmHealth, LlmReply, LlmStopped, LlmUsage, Messages, PreflightError, prompt_hash)
 
 log = logging.getLogger(__name__)
 
-Messages = list[dict[str, str]]
-MAX_BACKOFF_S = 60.0
+__all__ = ["BudgetExhausted", "CallRecorder", "ChatClient", "LlmClient", "LlmError", "LlmHealth", "LlmReply",
+           "LlmStopped", "LlmUsage", "Messages", "PreflightError"]
 
 
-class LlmError(RuntimeError):
-    """No usable reply: the reason is the message (recorded, costs no GPU time)."""
+class _Attempts(threading.local):
+    """Per-thread log of the HTTP attempts of the call in progress (openai retries in-thread)."""
 
-
-class BudgetExhausted(LlmError):
-    """The run's cap on LLM calls or tokens is reached."""
-
-
-@dataclass(frozen=True)
-class LlmReply:
-    text: str
-    call_id: int
-    model: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    replayed: bool = False          # served from a recorded run, not written by a model now
-
-
-@dataclass(frozen=True)
-class LlmUsage:
-    calls: int = 0
-    failed_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-
-class ChatClient(Protocol):
-    """What operators need: one chat completion, or an LlmError."""
-
-    def complete(self, messages: Messages, *, operator: str) -> LlmReply: ...
-
-    @property
-    def usage(self) -> LlmUsage: ...
-
-    def describe(self) -> str: ...
-
-
-def prompt_hash(messages: Messages) -> str:
-    return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:16]
-
-
-class CallRecorder:
-    """Appends one JSON line per call (prompt, reply or error, usage, origin) to a file."""
-
-    def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-
-    def next_call_id(self) -> int:
-        with self._lock:
-            if not self.path.is_file():
-                return 1
-            return sum(1 for line in self.path.open(encoding="utf-8") if line.strip()) + 1
-
-    def record(self, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry, sort_keys=True) + "\n"
-        with self._lock, open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
-
-
-class Budget:
-    """Thread-safe counters and caps on calls and tokens."""
-
-    def __init__(self, max_calls: int, max_tokens_total: int, usage: LlmUsage | None = None) -> None:
-        self.max_calls, self.max_tokens_total = max_calls, max_tokens_total
-        self._usage = usage or LlmUsage()
-        self._lock = threading.Lock()
-
-    @property
-    def usage(self) -> LlmUsage:
-        with self._lock:
-            return self._usage
-
-    def reserve(self) -> None:
-        """Count one call now, or raise BudgetExhausted."""
-        with self._lock:
-            u = self._usage
-            if u.calls >= self.max_calls:
-                raise BudgetExhausted(f"LLM call budget exhausted ({u.calls}/{self.max_calls} calls)")
-            if u.tokens >= self.max_tokens_total:
-                raise BudgetExhausted(f"LLM token budget exhausted ({u.tokens}/{self.max_tokens_total} tokens)")
-            self._usage = LlmUsage(u.calls + 1, u.failed_calls, u.prompt_tokens, u.completion_tokens)
-
-    def settle(self, prompt_tokens: int, completion_tokens: int, failed: bool = False) -> None:
-        with self._lock:
-            u = self._usage
-            self._usage = LlmUsage(u.calls, u.failed_calls + int(failed), u.prompt_tokens + prompt_tokens,
-                                   u.completion_tokens + completion_tokens)
+    def __init__(self) -> None:
+        self.log: list[dict[str, Any]] | None = None
+        self.start = 0.0
 
 
 class LlmClient:
@@ -130,42 +43,83 @@ class LlmClient:
 
     def __init__(self, *, model: str, base_url: str | None, api_key: str | None, temperature: float = 0.7,
                  max_tokens: int = 8192, max_calls: int = 500, max_tokens_total: int = 5_000_000,
-                 concurrency: int = 4, timeout_s: float = 300.0, retries: int = 4,
-                 recorder: CallRecorder | None = None, backoff_s: float = 1.0,
-                 usage: LlmUsage | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+                 concurrency: int = 4, timeout_s: float = 120.0, retries: int = 2,
+                 recorder: CallRecorder | None = None, usage: LlmUsage | None = None,
+                 max_consecutive_failures: int = 0, end_run_on_failures: bool = False,
+                 ids: CallIds | None = None) -> None:
         import openai  # imported here: only the LLM client needs it
 
         self._openai = openai
         self.model, self.base_url = model, base_url
         self.temperature, self.max_tokens = temperature, max_tokens
-        self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
+        self.timeout_s, self.retries = timeout_s, retries
         self.recorder = recorder
-        self.budget = Budget(max_calls, max_tokens_total, usage)
+        self.budget = Budget(max_calls, max_tokens_total, usage, label=f"LLM ({model})")
+        self.guard = FailureGuard(max_consecutive_failures, end_run_on_failures, where=self.endpoint)
         self._slots = threading.BoundedSemaphore(concurrency)
-        self._sleep = sleep
-        self._jitter = random.Random()
-        self._ids = _Counter(recorder.next_call_id() if recorder else 1)
+        self._ids = ids or CallIds(recorder.next_call_id() if recorder else 1)
+        self._attempts = _Attempts()
+        http = openai.DefaultHttpxClient(event_hooks={"request": [self._on_request],
+                                                      "response": [self._on_response]})
         self._client = openai.OpenAI(api_key=api_key or "not-needed", base_url=base_url or None,
-                                     timeout=timeout_s, max_retries=0)
+                                     timeout=timeout_s, max_retries=retries, http_client=http)
 
     @classmethod
-    def from_config(cls, config: LlmConfig, recorder: CallRecorder | None,
-                    usage: LlmUsage | None = None) -> "LlmClient":
-        api_key = config.api_key or os.environ.get(config.api_key_env or "OPENAI_API_KEY", "")
-        base_url = config.base_url or os.environ.get("OPENAI_BASE_URL", "")
-        return cls(model=config.model, base_url=base_url or None, api_key=api_key or None,
-                   temperature=config.temperature, max_tokens=config.max_tokens, max_calls=config.max_calls,
-                   max_tokens_total=config.max_tokens_total, concurrency=config.concurrency,
-                   timeout_s=config.timeout_s, retries=config.retries, recorder=recorder, usage=usage)
+    def from_config(cls, config: LlmConfig, recorder: CallRecorder | None, usage: LlmUsage | None = None, *,
+                    model: str = "", base_url: str = "", api_key_env: str = "", max_calls: int = 0,
+                    max_tokens_total: int = 0, ids: CallIds | None = None) -> "LlmClient":
+        """The client for ``config`` (or for one of ``config.models``: the keyword overrides)."""
+        env = api_key_env or config.api_key_env or "OPENAI_API_KEY"
+        api_key = (config.api_key if not api_key_env else "") or os.environ.get(env, "")
+        url = base_url or config.base_url or os.environ.get("OPENAI_BASE_URL", "")
+        return cls(model=model or config.model, base_url=url or None, api_key=api_key or None,
+                   temperature=config.temperature, max_tokens=config.max_tokens,
+                   max_calls=max_calls or config.max_calls, max_tokens_total=max_tokens_total or config.max_tokens_total,
+                   concurrency=config.concurrency, timeout_s=config.timeout_s, retries=config.retries,
+                   recorder=recorder, usage=usage, max_consecutive_failures=config.max_consecutive_failures,
+                   end_run_on_failures=config.on_failures == "end_run", ids=ids)
+
+    @property
+    def endpoint(self) -> str:
+        return self.base_url or "https://api.openai.com/v1 (the openai default)"
 
     @property
     def usage(self) -> LlmUsage:
         return self.budget.usage
 
-    def describe(self) -> str:
-        return f"{self.model} at {self.base_url or 'the OpenAI default endpoint'}"
+    @property
+    def health(self) -> LlmHealth:
+        return self.guard.health
 
+    def describe(self) -> str:
+        return f"{self.model} at {self.endpoint}"
+
+    # -- HTTP attempt log -------------------------------------------------------------------
+    def _on_request(self, request: Any) -> None:
+        if self._attempts.log is not None:
+            self._attempts.log.append({"at_s": round(time.perf_counter() - self._attempts.start, 3),
+                                       "status": None})
+
+    def _on_response(self, response: Any) -> None:
+        if self._attempts.log:
+            self._attempts.log[-1]["status"] = response.status_code
+
+    def _begin_attempts(self) -> list[dict[str, Any]]:
+        self._attempts.log, self._attempts.start = [], time.perf_counter()
+        return self._attempts.log
+
+    def _end_attempts(self, attempts: list[dict[str, Any]], error: str = "") -> list[dict[str, Any]]:
+        self._attempts.log = None
+        for attempt in attempts:                  # no response: a connection error or a timeout
+            if attempt["status"] is None:
+                attempt["status"] = "no response"
+        if error and attempts and attempts[-1]["status"] == "no response":
+            attempts[-1]["status"] = f"no response ({error.split(':')[0]})"
+        return attempts
+
+    # -- calls --------------------------------------------------------------------------------
     def complete(self, messages: Messages, *, operator: str) -> LlmReply:
+        self.guard.check()
         self.budget.reserve()
         call_id = self._ids.next()
         entry: dict[str, Any] = {"call": call_id, "operator": operator, "origin": "model", "model": self.model,
@@ -174,82 +128,102 @@ class LlmClient:
                                  "max_tokens": self.max_tokens, "time": time.time()}
         start = time.perf_counter()
         with self._slots:
+            attempts = self._begin_attempts()
             try:
-                response, attempts = self._request_with_retries(messages)
-            except LlmError as exc:
+                response = self._client.chat.completions.create(
+                    model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens)
+                self._end_attempts(attempts)
+            except Exception as exc:  # noqa: BLE001 - every failure of the request becomes an LlmError
+                reason = self._reason(exc, len(attempts))
+                self._end_attempts(attempts, reason)
                 self.budget.settle(0, 0, failed=True)
-                self._record({**entry, "error": str(exc), "seconds": time.perf_counter() - start})
-                raise
-        choice = response.choices[0] if response.choices else None
+                self.guard.failure(reason)
+                self._record({**entry, "error": reason, "attempts": attempts,
+                              "seconds": time.perf_counter() - start})
+                raise LlmError(reason) from None
+        choice = response.choices[0] if getattr(response, "choices", None) else None
         text = (choice.message.content if choice and choice.message else None) or ""
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         self.budget.settle(prompt_tokens, completion_tokens)
+        self.guard.success()
         self._record({**entry, "reply": text, "attempts": attempts, "seconds": time.perf_counter() - start,
                       "finish_reason": getattr(choice, "finish_reason", None),
                       "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}})
         return LlmReply(text=text, call_id=call_id, model=self.model, prompt_tokens=prompt_tokens,
                         completion_tokens=completion_tokens)
 
-    def _request_with_retries(self, messages: Messages) -> tuple[Any, int]:
+    def _reason(self, exc: Exception, attempts: int) -> str:
         oa = self._openai
-        for attempt in range(self.retries + 1):
-            try:
-                response = self._client.chat.completions.create(
-                    model=self.model, messages=messages, temperature=self.temperature,
-                    max_tokens=self.max_tokens)
-                return response, attempt + 1
-            except (oa.APITimeoutError, oa.APIConnectionError) as exc:   # timeout is a connection error
-                reason, retry_after = f"{type(exc).__name__}: {exc}", None
-            except oa.APIStatusError as exc:
-                if exc.status_code not in (408, 409, 429) and exc.status_code < 500:
-                    raise LlmError(f"HTTP {exc.status_code} from the LLM endpoint: {_short(exc)}") from None
-                reason, retry_after = f"HTTP {exc.status_code}: {_short(exc)}", _retry_after(exc)
-            except (oa.OpenAIError, ValueError) as exc:
-                raise LlmError(f"LLM request failed: {type(exc).__name__}: {exc}") from None
-            if attempt == self.retries:
-                raise LlmError(f"LLM request failed after {attempt + 1} attempts: {reason}")
-            delay = retry_after if retry_after is not None else self.backoff_s * 2 ** attempt
-            delay = min(MAX_BACKOFF_S, delay) * (1 + 0.25 * self._jitter.random())
-            log.info("LLM request failed (%s); retry %d/%d in %.1f s", reason, attempt + 1, self.retries, delay)
-            self._sleep(delay)
-        raise AssertionError("unreachable")
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        if isinstance(exc, oa.APITimeoutError):
+            return f"APITimeoutError: no reply within {self.timeout_s:g} s{tries}"
+        if isinstance(exc, oa.APIConnectionError):
+            return f"APIConnectionError: cannot reach {self.endpoint}{tries}: {_cause(exc)}"
+        if isinstance(exc, oa.APIStatusError):
+            return f"HTTP {exc.status_code} from the LLM endpoint{tries}: {_short(exc)}"
+        return f"LLM request failed{tries}: {type(exc).__name__}: {_short(exc)}"
 
     def _record(self, entry: dict[str, Any]) -> None:
         if self.recorder:
             self.recorder.record(entry)
 
+    # -- preflight ------------------------------------------------------------------------------
+    def preflight(self, timeout_s: float = 10.0) -> None:
+        """One cheap request: the endpoint answers, the key is accepted, the model exists.
 
-class _Counter:
-    def __init__(self, start: int) -> None:
-        self._value, self._lock = start - 1, threading.Lock()
+        GET models/<model>; where an endpoint has no models API (404/405), one chat completion
+        of one token instead.  Raises ``PreflightError`` with one line naming the URL."""
+        oa = self._openai
+        quick = self._client.with_options(timeout=timeout_s, max_retries=0)
+        where = f"LLM endpoint {self.endpoint}"
+        try:
+            try:
+                quick.models.retrieve(self.model)
+                return
+            except oa.NotFoundError:
+                listed = _listed_models(quick)
+            if listed:
+                raise PreflightError(f"{where}: model {self.model!r} is not served "
+                                     f"(it serves: {', '.join(listed[:12])}{', ...' if len(listed) > 12 else ''})")
+            quick.chat.completions.create(model=self.model, max_tokens=1,
+                                          messages=[{"role": "user", "content": "Reply with OK."}])
+        except PreflightError:
+            raise
+        except oa.AuthenticationError as exc:
+            raise PreflightError(f"{where}: the API key was rejected (HTTP 401): {_short(exc)}") from None
+        except oa.PermissionDeniedError as exc:
+            raise PreflightError(f"{where}: access denied (HTTP 403): {_short(exc)}") from None
+        except oa.NotFoundError as exc:
+            raise PreflightError(f"{where}: model {self.model!r} not found (HTTP 404): {_short(exc)}") from None
+        except oa.APITimeoutError:
+            raise PreflightError(f"{where}: no reply within {timeout_s:g} s (llm.preflight_timeout_s)") from None
+        except oa.APIConnectionError as exc:
+            raise PreflightError(f"{where}: cannot connect: {_cause(exc)}") from None
+        except oa.APIStatusError as exc:
+            raise PreflightError(f"{where}: HTTP {exc.status_code}: {_short(exc)}") from None
+        except Exception as exc:  # noqa: BLE001 - a malformed answer is a failed preflight too
+            raise PreflightError(f"{where}: unusable answer: {type(exc).__name__}: {_short(exc)}") from None
 
-    def next(self) -> int:
-        with self._lock:
-            self._value += 1
-            return self._value
+
+def _listed_models(client: Any) -> list[str]:
+    """Model ids the endpoint lists; [] when it has no models API."""
+    try:
+        return sorted(str(m.id) for m in client.models.list())
+    except Exception as exc:  # noqa: BLE001
+        status = getattr(exc, "status_code", None)
+        if status in (404, 405):
+            return []
+        raise
 
 
 def _short(exc: Exception) -> str:
     return " ".join(str(exc).split())[:300]
 
 
-def _retry_after(exc: Any) -> float | None:
-    try:
-        value = exc.response.headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (AttributeError, TypeError, ValueError):
-        return None
-
-
-def make_client(config: LlmConfig, record_dir: Path | str | None,
-                usage: LlmUsage | None = None) -> ChatClient | None:
-    """The client a run uses: replay, a live endpoint, or None (knob operators only)."""
-    recorder = CallRecorder(Path(record_dir) / "calls.jsonl") if record_dir else None
-    if config.replay_from:
-        from .replay import ReplayClient
-        return ReplayClient.from_path(config.replay_from, recorder=recorder, usage=usage)
-    if not config.model:
-        return None
-    return LlmClient.from_config(config, recorder, usage)
+def _cause(exc: BaseException) -> str:
+    """The innermost cause's message (e.g. "[Errno 111] Connection refused")."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return _short(exc) or type(exc).__name__

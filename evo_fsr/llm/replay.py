@@ -14,7 +14,7 @@ from collections import defaultdict, deque
 from pathlib import Path
 from typing import Any
 
-from .client import Budget, CallRecorder, LlmError, LlmReply, LlmUsage, Messages, prompt_hash
+from .base import Budget, CallRecorder, LlmError, LlmReply, LlmUsage, Messages, prompt_hash
 
 UNLIMITED = 1 << 62
 

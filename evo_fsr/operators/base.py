@@ -10,12 +10,16 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence
 
+from ..config import LlmConfig
 from ..types import EvalResult, GpuInfo
 
 if TYPE_CHECKING:
-    from ..llm.client import ChatClient
+    from ..llm.base import ChatClient
+    from ..llm.brief import TaskBrief
+    from ..llm.ncu import NcuProfile
     from ..search.population import Individual
 
 
@@ -26,6 +30,8 @@ class Offspring:
     parents: tuple[str, ...]
     llm_call: int | None = None       # id of the recorded LLM call that wrote it
     replayed: bool = False            # the reply came from a recorded run
+    edit: str = ""                    # how an LLM reply became this source (e.g. "2 SEARCH/REPLACE block(s) applied")
+    model: str = ""                   # the model that wrote it (LLM operators)
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,14 @@ Outcome = Offspring | Rejected
 
 @dataclass(frozen=True)
 class VariationContext:
-    """What operators may read: the task text, the GPU, the LLM and feedback by candidate id."""
+    """What operators may read: the task text, the GPU, the LLM and feedback by candidate id.
+
+    For the LLM operators' prompts the loop may also give: ``brief`` (shapes with sizes,
+    precision policy, fitness definition; else ``task_description`` is sent), ``islands`` (the
+    members of each island, for inspirations), ``individuals`` (every known individual by id,
+    for the parent's lineage), ``profiles`` (Nsight Compute metrics by id) and ``llm_settings``
+    (prompt budget, inspirations, lineage depth).
+    """
 
     task_name: str
     task_description: str
@@ -50,6 +63,17 @@ class VariationContext:
     llm: "ChatClient | None" = None
     results: Mapping[str, EvalResult] = field(default_factory=dict)
     knob_mutation_rate: float = 0.3
+    brief: "TaskBrief | None" = None
+    islands: Sequence[Sequence["Individual"]] = ()
+    individuals: Mapping[str, "Individual"] = field(default_factory=dict)
+    profiles: Mapping[str, "NcuProfile"] = field(default_factory=dict)
+    llm_settings: LlmConfig = field(default_factory=LlmConfig)
+
+    def __post_init__(self) -> None:
+        # A snapshot of the verdicts when the context is made (in the loop's thread): an LLM
+        # operator building its prompt later in a worker thread must not see verdicts that
+        # arrived meanwhile, or the prompt would depend on timing and a replay would differ.
+        object.__setattr__(self, "results", MappingProxyType(dict(self.results)))
 
     def feedback(self, candidate_id: str) -> EvalResult | None:
         return self.results.get(candidate_id)

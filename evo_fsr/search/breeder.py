@@ -27,6 +27,7 @@ from ..llm.client import ChatClient
 from ..operators import REGISTRY, Offspring, Operator, Outcome, Rejected, VariationContext, random_knob_variant
 from ..tasks import Task
 from ..types import EvalResult, GpuInfo
+from . import llm_hooks
 from .explore import KnobExplorer
 from .population import Individual, Population
 from .selection import Tournament
@@ -88,6 +89,7 @@ class Breeder:
         self.knob_operators = [(op, w) for op, w in self.operators if not op.needs_llm]
         self.explorer = KnobExplorer(task.name, llm_can_write=self.writes_kernels)
         self._executor: ThreadPoolExecutor | None = None
+        self.brief = llm_hooks.task_brief(task, config.eval.benchmark) if llm is not None else None
 
     @property
     def writes_kernels(self) -> bool:
@@ -142,16 +144,17 @@ class Breeder:
     def breed(self, island_index: int, population: Population, pending: set[str], llm: bool = True) -> Slot:
         """One child for the island.  ``pending``: ids bred or in flight but not yet evaluated
         (a knob child's id is added to it); ``llm=False`` draws among the knob operators only."""
-        operators = self.operators if llm else self.knob_operators
+        operators = self.operators if llm and llm_hooks.llm_usable(self.llm) else self.knob_operators
         island = population.islands[island_index]
         operator = self.rng.choices([op for op, _ in operators], weights=[w for _, w in operators])[0]
         if operator.wants_failed_parent:
             failed = population.failures[island_index]
             if failed:
-                return self._launch(island_index, operator, [failed[self.rng.randrange(len(failed))]])
+                return self._launch(island_index, operator, [failed[self.rng.randrange(len(failed))]], population)
             operator = self._llm_op("llm_mutate") or operator
         if operator.needs_llm:
-            return self._launch(island_index, operator, self._parents(island, operator.arity, population))
+            parents = self._parents(island, operator.arity, population)
+            return self._launch(island_index, operator, parents, population)
 
         def seen(candidate_id: str) -> bool:
             return candidate_id in self.results or candidate_id in pending
@@ -195,12 +198,16 @@ class Breeder:
     def _llm_op(self, name: str) -> Operator | None:
         return REGISTRY[name] if self.llm is not None else None
 
-    def _launch(self, island: int, operator: Operator | None, parents: list[Individual]) -> Slot:
+    def _launch(self, island: int, operator: Operator | None, parents: list[Individual],
+                population: Population | None = None) -> Slot:
         if operator is None or self._executor is None:
             raise RuntimeError("LLM operators run only inside Breeder.running()")
-        return Slot(island, future=self._executor.submit(operator.vary, parents, self._context(), None))
+        return Slot(island, future=self._executor.submit(operator.vary, parents, self._context(population), None))
 
-    def _context(self) -> VariationContext:
+    def _context(self, population: Population | None = None) -> VariationContext:
+        """What operators read; LLM operators also get the brief, the islands and the lineage."""
         return VariationContext(task_name=self.task.name, task_description=self.task.describe_for_prompt(),
                                 gpu_info=self.gpu_info, llm=self.llm, results=self.results,
-                                knob_mutation_rate=self.config.operators.knob_mutation_rate)
+                                knob_mutation_rate=self.config.operators.knob_mutation_rate,
+                                brief=self.brief, llm_settings=self.config.llm,
+                                **llm_hooks.context_extras(population))

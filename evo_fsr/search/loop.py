@@ -42,6 +42,7 @@ from ..llm.client import ChatClient, LlmUsage
 from ..operators import Rejected
 from ..tasks import Task
 from ..types import Candidate, EvalResult, Status
+from . import llm_hooks
 from .breeder import Breeder, Slot
 from .policies import Policy, SeedRound, make_policy
 from .population import Individual, Population
@@ -227,7 +228,9 @@ class Evolution:
             self.results.setdefault(candidate_id, result)
         self._recorded.clear()
         self._record_round(r)
-        if r.number >= self.config.gens or self.breeder.exhausted:
+        ended = llm_hooks.llm_ended(self.llm)
+        if r.number >= self.config.gens or self.breeder.exhausted or ended:
+            self.stop_reason = self.stop_reason or ended
             self._finish()
             return
         self.breeder.out_of_variants(self.population, self.pending)
@@ -302,8 +305,8 @@ class Evolution:
                                       "kernel": str(kernel.relative_to(self.store.root)),
                                       "result": result.to_dict()}
             if child.outcome.llm_call is not None:
-                record["llm_call"] = child.outcome.llm_call
-                record["replayed"] = child.outcome.replayed
+                record.update(llm_call=child.outcome.llm_call, replayed=child.outcome.replayed,
+                              **llm_hooks.after_child(self.llm, child.outcome, self.results, result))
             self.store.append(record)
         self._current().on_child(self, child)
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from ..knobs import constraint_violation
 from ..runner.sandbox import SandboxPolicy, run_sandboxed
 from . import linkage
+from .ptxas import parse_ptxas, without_ptxas_info
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,8 @@ DEFAULT_CACHE_DIR = Path(os.environ.get("EVO_FSR_CACHE", Path.home() / ".cache" 
 MAX_SOURCE_BYTES = 256 * 1024
 MAX_DIAGNOSTIC_LINES = 40
 MAX_DIAGNOSTIC_CHARS = 4000
-BASE_FLAGS = ("-O3", "-shared", "-Xcompiler", "-fPIC", "-std=c++17", "-lineinfo", "--cudart", "shared")
+BASE_FLAGS = ("-O3", "-shared", "-Xcompiler", "-fPIC", "-std=c++17", "-lineinfo", "--cudart", "shared",
+              "-Xptxas", "-v")                # ptxas -v: resource usage, parsed by ptxas.py
 
 # Headers a candidate may include: the CUDA toolkit's own and the C/C++ standard library.
 _ALLOWED_INCLUDE = re.compile(
@@ -64,6 +66,7 @@ class CompileResult:
     binary: bytes = b""           # the shared object, when ok
     cached: bool = False
     timed_out: bool = False
+    resources: tuple[tuple[str, int], ...] = ()   # ptxas -v: registers, spill_stores_bytes, shared_bytes, ...
 
 
 @functools.lru_cache(maxsize=None)
@@ -204,7 +207,8 @@ def _run_nvcc(nvcc: str, source: str, header: str, arch: str, key: str, timeout_
         start = time.perf_counter()
         outcome = run_sandboxed(cmd, cwd=work, timeout_s=timeout_s, policy=SandboxPolicy.for_compiler())
         seconds = time.perf_counter() - start
-        diagnostics = trim_diagnostics(outcome.output, work)
+        resources = parse_ptxas(outcome.output)
+        diagnostics = trim_diagnostics(without_ptxas_info(outcome.output), work)
         if outcome.timed_out:
             return CompileResult(ok=False, key=key, arch=arch, seconds=seconds, timed_out=True,
                                  log=f"compile timed out after {timeout_s:.0f} s\n{diagnostics}".strip())
@@ -216,7 +220,8 @@ def _run_nvcc(nvcc: str, source: str, header: str, arch: str, key: str, timeout_
         missing = _missing_launch(so)
         if missing:
             return CompileResult(ok=False, key=key, arch=arch, seconds=seconds, log=missing)
-        return CompileResult(ok=True, key=key, arch=arch, seconds=seconds, log=diagnostics, binary=binary)
+        return CompileResult(ok=True, key=key, arch=arch, seconds=seconds, log=diagnostics, binary=binary,
+                             resources=resources)
 
 
 _LAUNCH_PROBLEM_RE = re.compile(r'function "launch"|exports no `extern "C" launch`|'
@@ -256,7 +261,8 @@ def _cache_read(cache: Path, key: str) -> CompileResult | None:
     except (OSError, ValueError, KeyError):
         return None
     return CompileResult(ok=data["ok"], key=key, log=data["log"], seconds=0.0, arch=data["arch"],
-                         binary=binary, cached=True)
+                         binary=binary, cached=True,
+                         resources=tuple((str(k), int(v)) for k, v in data.get("resources", ())))
 
 
 def _cache_write(cache: Path, result: CompileResult) -> None:
@@ -268,7 +274,7 @@ def _cache_write(cache: Path, result: CompileResult) -> None:
             tmp.replace(cache / f"{result.key}.so")
         tmp = cache / f"{result.key}.json.tmp{os.getpid()}"
         tmp.write_text(json.dumps({"ok": result.ok, "log": result.log, "arch": result.arch,
-                                   "seconds": result.seconds}))
+                                   "seconds": result.seconds, "resources": [list(r) for r in result.resources]}))
         tmp.replace(cache / f"{result.key}.json")
     except OSError as exc:  # a read-only or full cache must not fail the compile
         log.warning("compile cache not written (%s): %s", cache, exc)

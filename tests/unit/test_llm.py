@@ -6,11 +6,12 @@ import json
 import pytest
 
 from evo_fsr.config import LlmConfig
-from evo_fsr.llm.client import BudgetExhausted, CallRecorder, LlmClient, LlmError, make_client
+from evo_fsr.llm import make_client
+from evo_fsr.llm.base import BudgetExhausted, CallRecorder, LlmError
+from evo_fsr.llm.client import LlmClient
+from evo_fsr.llm.feedback import describe_feedback
 from evo_fsr.llm.parsing import extract_kernel
-from evo_fsr.llm.prompts import describe_feedback, mutate_prompt, repair_prompt
 from evo_fsr.llm.replay import ReplayClient
-from evo_fsr.testing.synthetic import SYNTHETIC_GPU
 from evo_fsr.testing.synthetic import SYNTHETIC_KERNEL as GOOD_KERNEL
 from evo_fsr.types import EvalResult, Mismatch, ShapeTiming, Status
 
@@ -20,9 +21,13 @@ MESSAGES = [{"role": "user", "content": "write a kernel"}]
 
 def client_for(server, tmp_path, **kw) -> LlmClient:
     options = dict(model="test-model", base_url=server.base_url, api_key="k", timeout_s=5.0, retries=2,
-                   backoff_s=0.01, recorder=CallRecorder(tmp_path / "calls.jsonl"))
+                   recorder=CallRecorder(tmp_path / "calls.jsonl"))
     options.update(kw)
     return LlmClient(**options)
+
+
+def records(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_good_reply_is_returned_counted_and_recorded(fake_openai, tmp_path) -> None:
@@ -35,29 +40,32 @@ def test_good_reply_is_returned_counted_and_recorded(fake_openai, tmp_path) -> N
     assert client.usage.calls == 1 and client.usage.tokens == 150
     entry = json.loads((tmp_path / "calls.jsonl").read_text())
     assert entry["origin"] == "model" and entry["messages"] == MESSAGES and entry["reply"] == reply.text
+    assert [a["status"] for a in entry["attempts"]] == [200]
 
 
 @pytest.mark.parametrize("status", [429, 500, 503])
-def test_retry_then_success(fake_openai, tmp_path, status: int) -> None:
+def test_openai_retries_then_success_with_each_attempt_recorded(fake_openai, tmp_path, status: int) -> None:
     fake_openai.script = [{"status": status}, {"content": "```cuda\nok\n```"}]
     reply = client_for(fake_openai, tmp_path).complete(MESSAGES, operator="llm_mutate")
     assert reply.text == "```cuda\nok\n```" and len(fake_openai.requests) == 2
-    assert json.loads((tmp_path / "calls.jsonl").read_text())["attempts"] == 2
+    assert [a["status"] for a in json.loads((tmp_path / "calls.jsonl").read_text())["attempts"]] == [status, 200]
 
 
 def test_timeout_then_success(fake_openai, tmp_path) -> None:
     fake_openai.script = [{"delay_s": 1.5, "content": "late"}, {"content": "on time"}]
     reply = client_for(fake_openai, tmp_path, timeout_s=0.5).complete(MESSAGES, operator="llm_mutate")
     assert reply.text == "on time"
+    assert [a["status"] for a in records(tmp_path / "calls.jsonl")[0]["attempts"]] == ["no response", 200]
 
 
 def test_retries_exhausted_gives_llm_error_and_records_it(fake_openai, tmp_path) -> None:
     fake_openai.script = [{"status": 500}] * 3
     client = client_for(fake_openai, tmp_path, retries=2)
-    with pytest.raises(LlmError, match="after 3 attempts"):
+    with pytest.raises(LlmError, match="HTTP 500 .*after 3 attempts"):
         client.complete(MESSAGES, operator="llm_mutate")
     assert len(fake_openai.requests) == 3 and client.usage.failed_calls == 1
-    assert "error" in json.loads((tmp_path / "calls.jsonl").read_text())
+    entry = json.loads((tmp_path / "calls.jsonl").read_text())
+    assert "HTTP 500" in entry["error"] and [a["status"] for a in entry["attempts"]] == [500, 500, 500]
 
 
 def test_client_errors_are_not_retried(fake_openai, tmp_path) -> None:
@@ -65,6 +73,12 @@ def test_client_errors_are_not_retried(fake_openai, tmp_path) -> None:
     with pytest.raises(LlmError, match="HTTP 400"):
         client_for(fake_openai, tmp_path).complete(MESSAGES, operator="llm_mutate")
     assert len(fake_openai.requests) == 1
+
+
+def test_default_timeout_is_minutes_not_half_an_hour() -> None:
+    config = LlmConfig()
+    worst_case_s = config.timeout_s * (config.retries + 1) + 8 * config.retries   # openai backoff caps at 8 s
+    assert worst_case_s <= 10 * 60 and config.preflight_timeout_s <= 30
 
 
 def test_call_and_token_budgets(fake_openai, tmp_path) -> None:
@@ -78,6 +92,12 @@ def test_call_and_token_budgets(fake_openai, tmp_path) -> None:
     tokens.complete(MESSAGES, operator="a")                 # 150 tokens used
     with pytest.raises(BudgetExhausted, match="token budget"):
         tokens.complete(MESSAGES, operator="a")
+
+
+def test_call_ids_continue_after_the_recorded_ones(fake_openai, tmp_path) -> None:
+    client_for(fake_openai, tmp_path).complete(MESSAGES, operator="a")
+    again = client_for(fake_openai, tmp_path).complete(MESSAGES, operator="a")
+    assert again.call_id == 2 and [r["call"] for r in records(tmp_path / "calls.jsonl")] == [1, 2]
 
 
 def test_replay_serves_recorded_replies_labelled_as_replayed(fake_openai, tmp_path) -> None:
@@ -95,12 +115,26 @@ def test_replay_serves_recorded_replies_labelled_as_replayed(fake_openai, tmp_pa
     with pytest.raises(LlmError, match="replay exhausted"):
         replay.complete(MESSAGES, operator="llm_mutate")
     assert len(fake_openai.requests) == sent                # no traffic while replaying
-    records = [json.loads(line) for line in (tmp_path / "replayed" / "calls.jsonl").read_text().splitlines()]
-    assert {r["origin"] for r in records} == {"replay"} and all(r["model"].startswith("replay:") for r in records)
+    replayed = records(tmp_path / "replayed" / "calls.jsonl")
+    assert {r["origin"] for r in replayed} == {"replay"} and all(r["model"].startswith("replay:") for r in replayed)
 
 
 def test_no_model_means_no_client(tmp_path) -> None:
     assert make_client(LlmConfig(), tmp_path) is None
+
+
+def test_client_and_replay_do_not_import_each_other() -> None:
+    import ast
+    import pathlib
+
+    import evo_fsr.llm as package
+    folder = pathlib.Path(package.__file__).parent
+    imports = {}
+    for name in ("client", "replay", "models", "base"):
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        imports[name] = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert "replay" not in imports["client"] and "client" not in imports["replay"]
+    assert "client" not in imports["models"] and not {"client", "replay", "models"} & imports["base"]
 
 
 # -- parsing --------------------------------------------------------------------------------
@@ -144,7 +178,7 @@ def test_parse_unusable_replies_say_why(reply: str, reason: str) -> None:
     assert not parsed.ok and reason in parsed.reason
 
 
-# -- prompts --------------------------------------------------------------------------------
+# -- feedback -------------------------------------------------------------------------------
 def _result(status: Status) -> EvalResult:
     timing = ShapeTiming("conv2_x", 0.5, 2.0, 0.5, 2.0, 20, 0.1, ("below speed of light",))
     return EvalResult(candidate_id="abc", task="conv2d", status=status, summary="one line",
@@ -158,13 +192,4 @@ def test_feedback_has_timings_mismatch_and_diagnostics() -> None:
     assert "speedup 4.00x" in ok and "20.0% of speed-of-light" in ok and "below speed of light" in ok
     wrong = describe_feedback(_result(Status.WRONG))
     assert "y[0,3] = 1.5" in wrong and "identifier x undefined" in wrong
-    assert describe_feedback(None) == "Not evaluated yet."
-
-
-def test_prompts_carry_task_gpu_abi_and_knob_rule(conv2d) -> None:
-    messages = mutate_prompt(conv2d.describe_for_prompt(), SYNTHETIC_GPU, GOOD_KERNEL, _result(Status.OK))
-    system, user = messages[0]["content"], messages[1]["content"]
-    assert conv2d.signature() in system and "132 SMs" in system and "// knob:" in system and "```cuda" in system
-    assert GOOD_KERNEL.strip() in user and "speedup" in user
-    repair = repair_prompt(conv2d.describe_for_prompt(), None, GOOD_KERNEL, _result(Status.COMPILE_ERROR))
-    assert "identifier x undefined" in repair[1]["content"] and "unknown" in repair[0]["content"]
+    assert "Not evaluated yet" in describe_feedback(None)

@@ -20,7 +20,7 @@ def ind(source: str) -> Individual:
 
 
 def test_registry_by_name() -> None:
-    assert set(REGISTRY) == {"knob_mutate", "knob_crossover", "llm_mutate", "llm_crossover", "llm_repair"}
+    assert set(REGISTRY) == {"knob_mutate", "knob_crossover", "llm_mutate", "llm_diff", "llm_crossover", "llm_repair"}
     assert get_operator("llm_crossover").arity == 2
     with pytest.raises(KeyError, match="known"):
         get_operator("nope")
@@ -66,7 +66,7 @@ def test_knob_crossover_mixes_both_parents(conv2d) -> None:
 def llm_context(fake_openai, tmp_path):
     def make(**kw):
         client = LlmClient(model="m", base_url=fake_openai.base_url, api_key="k", timeout_s=kw.pop("timeout_s", 5),
-                           retries=kw.pop("retries", 2), backoff_s=0.01,
+                           retries=kw.pop("retries", 2),
                            recorder=CallRecorder(tmp_path / "calls.jsonl"), **kw)
         failed = EvalResult(candidate_id=ind("bad").id, task="conv2d", status=Status.COMPILE_ERROR,
                             summary="compile error", logs=(("compile", "error: expected ';'"),))
@@ -78,7 +78,7 @@ def test_llm_mutation_good_reply(fake_openai, llm_context, conv2d) -> None:
     parent = ind(conv2d.seeds()["implicit_gemm"])
     out = REGISTRY["llm_mutate"].vary([parent], llm_context())
     assert isinstance(out, Offspring) and out.source.strip() == GOOD_KERNEL.strip()
-    assert out.parents == (parent.id,) and out.llm_call == 1 and not out.replayed
+    assert out.parents == (parent.id,) and out.llm_call == 1 and not out.replayed and out.model == "m"
     prompt = fake_openai.requests[0]["body"]["messages"]
     assert "TASK TEXT" in prompt[0]["content"] and "BLOCK_M" in prompt[1]["content"]
 
@@ -124,7 +124,7 @@ def test_429_then_success(fake_openai, llm_context) -> None:
 def test_timeout_is_a_rejection(fake_openai, llm_context) -> None:
     fake_openai.script = [{"delay_s": 1.0, "content": "x"}, {"delay_s": 1.0, "content": "x"}]
     out = REGISTRY["llm_mutate"].vary([ind(GOOD_KERNEL)], llm_context(timeout_s=0.3, retries=1))
-    assert isinstance(out, Rejected) and "after 2 attempts" in out.reason
+    assert isinstance(out, Rejected) and "no reply within 0.3 s after 2 attempts" in out.reason
 
 
 def test_budget_running_out(fake_openai, llm_context) -> None:

@@ -265,7 +265,8 @@ class StubLlm:
 
 
 LLM_ONLY = {"llm.model": "stub", "operators.llm_mutate": 1.0, "operators.knob_mutate": 0.0,
-            "operators.knob_crossover": 0.0, "operators.llm_crossover": 0.0, "operators.llm_repair": 0.0}
+            "operators.knob_crossover": 0.0, "operators.llm_crossover": 0.0, "operators.llm_repair": 0.0,
+            "operators.llm_diff": 0.0}
 
 
 def test_llm_duplicates_and_unusable_replies_are_recorded_and_the_run_ends(tmp_path, make_config, conv2d) -> None:
