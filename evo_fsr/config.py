@@ -6,7 +6,7 @@
     islands: 0            # 0 = automatic: 1 island below 16 individuals, 2 from 16 up
     seed: 0
     evolution: {mode: generational, in_flight: 0}
-    selection: {tournament_size: 3, elite: 1, hall_of_fame: 10}
+    selection: {tournament_size: 3, elite: 1, hall_of_fame: 10, shape_elites: 1, shape_elite_rate: 0.25}
     migration: {interval: 3, size: 1}
     operators: {knob_mutate: 0.35, knob_crossover: 0.15, llm_mutate: 0.15, llm_diff: 0.15,
                 llm_crossover: 0.1, llm_repair: 0.1}
@@ -67,6 +67,8 @@ class SelectionConfig:
     tournament_size: int = 3
     elite: int = 1                # best individuals of each island kept unchanged
     hall_of_fame: int = 10
+    shape_elites: int = 1         # per benchmark shape, the fastest correct candidates kept (search/elites.py)
+    shape_elite_rate: float = 0.25  # chance that a child's first parent is a per-shape elite (0 = tournament only)
 
 
 @dataclass(frozen=True)
@@ -338,6 +340,8 @@ def validate(config: RunConfig) -> None:
     _check(sel.tournament_size >= 1, "selection.tournament_size", "must be at least 1")
     _check(0 <= sel.elite < size, "selection.elite", f"must be in 0..{size - 1} (island size {size})")
     _check(sel.hall_of_fame >= 1, "selection.hall_of_fame", "must be at least 1")
+    _check(sel.shape_elites >= 1, "selection.shape_elites", "must be at least 1")
+    _check(0 <= sel.shape_elite_rate <= 1, "selection.shape_elite_rate", "must be in 0..1")
     _check(config.migration.interval >= 0, "migration.interval", "must be 0 (never) or more")
     _check(0 <= config.migration.size < size, "migration.size", f"must be in 0..{size - 1}")
     ops = config.operators

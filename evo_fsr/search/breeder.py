@@ -2,7 +2,8 @@
 
 ``Breeder.breed`` draws an operator by the configured probabilities, picks parents by
 tournament on the island (``llm_repair`` takes one of the island's recent failures; without
-any it becomes ``llm_mutate``), and varies them.  Knob operators run here, on the breeder's
+any it becomes ``llm_mutate``; with probability ``selection.shape_elite_rate`` the first parent
+is a per-shape elite instead, elites.py says why), and varies them.  Knob operators run here, on the breeder's
 RNG; LLM operators run in a thread pool (``running``) so that LLM calls overlap GPU
 evaluation, and their slot holds a future.  A knob child already evaluated or pending is
 drawn again (``KNOB_ATTEMPTS`` times), then replaced by the nearest unseen knob variant
@@ -83,6 +84,7 @@ class Breeder:
         self.gpu_info = gpu_info
         self.rng = rng or random.Random(config.seed)
         self.selector = Tournament(config.selection.tournament_size)
+        self.shape_elite_rate = config.selection.shape_elite_rate
         self.operators = operators if operators is not None else usable_operators(config, llm)
         self.knob_operators = [(op, w) for op, w in self.operators if not op.needs_llm]
         self.explorer = KnobExplorer(task.name, llm_can_write=self.writes_kernels)
@@ -151,7 +153,8 @@ class Breeder:
                 return self._launch(island_index, operator, [failed[self.rng.randrange(len(failed))]], population)
             operator = self._llm_op("llm_mutate") or operator
         if operator.needs_llm:
-            return self._launch(island_index, operator, self._parents(island, operator.arity), population)
+            parents = self._parents(island, operator.arity, population)
+            return self._launch(island_index, operator, parents, population)
 
         def seen(candidate_id: str) -> bool:
             return candidate_id in self.results or candidate_id in pending
@@ -159,7 +162,7 @@ class Breeder:
         outcome: Outcome = Rejected(operator.name, (), "no attempt")
         parents: list[Individual] = []
         for _ in range(KNOB_ATTEMPTS):
-            parents = self._parents(island, operator.arity)
+            parents = self._parents(island, operator.arity, population)
             outcome = operator.vary(parents, self._context(), self.rng)
             if isinstance(outcome, Offspring):
                 child_id = Individual(self.task.name, outcome.source).id
@@ -178,8 +181,14 @@ class Breeder:
                                    lambda candidate_id: candidate_id in self.results or candidate_id in pending)
 
     # -- helpers -------------------------------------------------------------------------
-    def _parents(self, island: list[Individual], arity: int) -> list[Individual]:
-        chosen = self.selector.select(island, arity, self.rng)
+    def _parents(self, island: list[Individual], arity: int, population: Population | None = None) -> list[Individual]:
+        """Tournament winners on the island; with probability ``shape_elite_rate`` the first is a
+        per-shape elite instead (no draw at all when the rate is 0 or the run times one shape)."""
+        elite = None
+        if self.shape_elite_rate > 0 and population is not None and len(population.elites) > 1 and \
+                self.rng.random() < self.shape_elite_rate:
+            elite = population.elites.pick(self.rng)
+        chosen = ([elite] if elite else []) + self.selector.select(island, arity - (1 if elite else 0), self.rng)
         for _ in range(3):                            # prefer two different kernels for crossover
             if arity < 2 or len({p.id for p in chosen}) == arity:
                 break

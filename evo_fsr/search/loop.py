@@ -14,6 +14,10 @@ recorded before an interruption takes that result), and closes the round when th
 quota is met: hall of fame, ring migration every ``migration.interval`` rounds, logbook row,
 snapshot, best.cu and a progress report.  Round 0 (the seeds) is the same in both modes.
 
+A finished run ends with ``specialize`` (specialize.py): when the per-shape elites differ from
+the best kernel, a dispatcher routing each benchmark shape to its best variant is assembled,
+evaluated as one more candidate, and written as best.cu if it is correct and faster.
+
 When no member has an unseen knob variant and no LLM operator is enabled, breeding stops; the
 children in flight are evaluated, their round is recorded, and the run ends with one log line.
 
@@ -36,7 +40,6 @@ from ..backend.base import EvalBackend, backend_size
 from ..config import RunConfig
 from ..llm.client import ChatClient, LlmUsage
 from ..operators import Rejected
-from ..report_lines import best_header
 from ..tasks import Task
 from ..types import Candidate, EvalResult, Status
 from . import llm_hooks
@@ -44,6 +47,7 @@ from .breeder import Breeder, Slot
 from .policies import Policy, SeedRound, make_policy
 from .population import Individual, Population
 from .rounds import Child, EvolutionResult, GenerationReport, Round, offspring_of
+from .specialize import specialize, write_best
 from .store import RunStore, rng_from_json, rng_state_to_json
 
 log = logging.getLogger(__name__)
@@ -63,7 +67,7 @@ class Evolution:
         self.on_generation, self.poll_interval_s = on_generation, poll_interval_s
         self.results: dict[str, EvalResult] = {}          # every evaluated candidate, by id
         self.population = Population(Population.split(config.pop, config.island_count),
-                                     config.selection.hall_of_fame)
+                                     config.selection.hall_of_fame, config.selection.shape_elites)
         self.breeder = breeder or Breeder(task, config, llm=llm, results=self.results, gpu_info=backend.gpu_info)
         self.policy = policy or make_policy(config, backend_size(backend))
         self.generation = -1                               # last completed round
@@ -134,6 +138,8 @@ class Evolution:
                     time.sleep(self.poll_interval_s)
                 elif not batch:
                     raise RuntimeError(f"the evolution loop stalled in {self.word} {self.round.number}")
+        if self.generation >= 0:
+            specialize(self)          # each shape to its best variant, when that beats one kernel
         return self.result()
 
     def ask(self) -> list[Candidate]:
@@ -285,6 +291,7 @@ class Evolution:
         ind.generation = r.number
         ind.fitness.values = result.fitness
         self.results[ind.id] = result
+        self.population.elites.offer(ind, result)
         self.pending.discard(ind.id)
         r.stats["evaluated"] += 1
         r.stats["correct"] += int(result.status.correct)
@@ -317,7 +324,7 @@ class Evolution:
                             avg=float(np.mean([i.speedup for i in offspring] or [0.0])), seconds=round(seconds, 3))
         self.generation = r.number
         if top is not None:
-            self._write_best(top)
+            write_best(self, top)
         usage = self.llm.usage if self.llm is not None else LlmUsage()
         self.store.save_snapshot(r.number, {
             "mode": self.policy.name, "population": self.population.to_dict(),
@@ -325,19 +332,13 @@ class Evolution:
             "counters": self.counters,
             "llm_usage": {"calls": usage.calls, "failed_calls": usage.failed_calls,
                           "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
-            "policy": self.policy.snapshot(self)})
+            "policy": self.policy.snapshot(self), "shape_elites": self.population.elites.to_dict()})
         if self.on_generation is not None:
             self.on_generation(GenerationReport(
                 generation=r.number, evaluated=r.stats["evaluated"], correct=r.stats["correct"],
                 duplicates=r.stats["duplicates"], rejected=r.stats["rejected"],
                 best_speedup=top.speedup if top else None, best_id=top.id if top else None,
                 seconds=seconds, llm_calls=usage.calls, llm_tokens=usage.tokens))
-
-    def _write_best(self, top: Individual) -> None:
-        result = self.results[top.id]
-        header = best_header(self.task.name, top.id, result,
-                             f"found in {self.word} {top.generation} by {top.operator}; run {self.store.root}")
-        self.store.write_best(top.source, header)
 
     def restore(self) -> bool:
         """Continue from the store's latest snapshot; False when there is none (fresh start).
@@ -363,6 +364,10 @@ class Evolution:
                 self.logbook.record(**entry)
             self.counters.update(data["counters"])
             self.policy.restore(data["policy"])
+            if snap.format >= 2:      # format 1 predates the per-shape elites: rebuilt from the records
+                self.population.elites.restore(data["shape_elites"])
+            else:
+                self.population.elites.rebuild(self.store.records(), self.store.root, last)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise snap.error(f"does not fit this run's configuration ({type(exc).__name__}: {exc})") from None
         self.generation = last

@@ -11,6 +11,8 @@ island (``add``, ``replace_worst``, ``replace_island``), failed children are rem
 island for ``llm_repair`` (``failures``: the island's most recent failed children, at most the
 island's size, in the order they joined), the hall of fame is updated at each round's end, and
 ``migrate`` moves each island's best to the next island (a ring), immigrants last (newest).
+It also keeps the per-shape elites (``elites``, elites.py): each benchmark shape's fastest
+correct candidates, whatever became of them on their islands.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from deap import base, tools
 
 from ..knobs import parse_knobs
 from ..types import Candidate, source_id
+from .elites import ShapeElites
 from .selection import Selection, best, replace_worst, worst
 
 log = logging.getLogger(__name__)
@@ -112,13 +115,15 @@ def same_kernel(a: Individual, b: Individual) -> bool:
 
 
 class Population:
-    """Islands of individuals, each island's recent failures and the hall of fame."""
+    """Islands of individuals, each island's recent failures, the hall of fame and the
+    per-shape elites."""
 
-    def __init__(self, sizes: Sequence[int], hall_of_fame: int) -> None:
+    def __init__(self, sizes: Sequence[int], hall_of_fame: int, shape_elites: int = 1) -> None:
         self.sizes = list(sizes)
         self.islands: list[list[Individual]] = [[] for _ in self.sizes]
         self.failures: list[list[Individual]] = [[] for _ in self.sizes]
         self.hof = tools.HallOfFame(hall_of_fame, similar=same_kernel)
+        self.elites = ShapeElites(shape_elites)
 
     @staticmethod
     def split(pop: int, islands: int) -> list[int]:

@@ -3,8 +3,9 @@
     config.yaml          the resolved configuration (API keys redacted)
     candidates.jsonl     append-only, fsync'd: one line per evaluated, rejected, duplicate or
                          reused (a recorded result taken again after --resume) candidate
-    snapshots/gen-NNNN.json   population, hall of fame, RNG state, logbook after each round
-                         (``"format": SNAPSHOT_FORMAT``; another format is refused)
+    snapshots/gen-NNNN.json   population, hall of fame, per-shape elites, RNG state, logbook
+                         after each round (``"format": SNAPSHOT_FORMAT``; format 1, written
+                         before the per-shape elites, is still read; another is refused)
     kernels/<id>.cu      every evaluated source
     best.cu              the best correct kernel so far (with a header comment)
     llm/calls.jsonl      every prompt and reply (written by the LLM client)
@@ -30,12 +31,17 @@ from ..types import source_id
 log = logging.getLogger(__name__)
 
 SNAPSHOT_GLOB = "gen-*.json"
-#: The snapshot layout this code writes and reads; raise it when the layout changes.
-SNAPSHOT_FORMAT = 1
-#: Top-level keys of a snapshot and their JSON types.
+#: The snapshot layout this code writes; raise it when the layout changes.
+SNAPSHOT_FORMAT = 2
+#: Top-level keys of a snapshot (of the format this code writes) and their JSON types.
 SNAPSHOT_KEYS: dict[str, type] = {"format": int, "generation": int, "mode": str, "population": dict,
                                   "rng": list, "logbook": list, "counters": dict, "llm_usage": dict,
-                                  "policy": dict}
+                                  "policy": dict, "shape_elites": dict}
+#: The formats this code reads, each with its top-level keys (1: before the per-shape elites).
+READABLE_FORMATS: dict[int, dict[str, type]] = {
+    1: {key: kind for key, kind in SNAPSHOT_KEYS.items() if key != "shape_elites"},
+    SNAPSHOT_FORMAT: SNAPSHOT_KEYS,
+}
 
 
 class StoreError(RuntimeError):
@@ -52,6 +58,10 @@ class Snapshot:
     @property
     def generation(self) -> int:
         return int(self.data["generation"])
+
+    @property
+    def format(self) -> int:
+        return int(self.data["format"])
 
     def error(self, problem: str) -> StoreError:
         return StoreError(f"{self.path}: {problem}; cannot resume from it")
@@ -204,12 +214,13 @@ def check_snapshot(path: Path, data: Any) -> Snapshot:
     if not isinstance(data, dict):
         raise refuse(f"not a snapshot (a JSON {type(data).__name__}, expected an object)")
     version = data.get("format")
+    readable = ", ".join(str(v) for v in READABLE_FORMATS)
     if version is None:
         raise refuse(f"snapshot without a format version (written by an older evo-fsr; this one reads "
-                     f"format {SNAPSHOT_FORMAT})")
-    if version != SNAPSHOT_FORMAT:
-        raise refuse(f"snapshot format {version!r} is not supported (this evo-fsr reads format {SNAPSHOT_FORMAT})")
-    for key, kind in SNAPSHOT_KEYS.items():
+                     f"formats {readable})")
+    if not isinstance(version, int) or isinstance(version, bool) or version not in READABLE_FORMATS:
+        raise refuse(f"snapshot format {version!r} is not supported (this evo-fsr reads formats {readable})")
+    for key, kind in READABLE_FORMATS[version].items():
         if key not in data:
             raise refuse(f"snapshot without the key {key!r}")
         if not isinstance(data[key], kind) or isinstance(data[key], bool):

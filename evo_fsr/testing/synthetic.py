@@ -9,6 +9,14 @@ so selection pressure is measurable.  Markers in the source simulate failures:
     SYNTHETIC_EXIT_ONCE:<path>  dies the first time (creates <path>), evaluates normally after
     SYNTHETIC_HANG            sleeps for an hour, i.e. a hung worker
 
+Per-shape fitness (``SyntheticEvaluator(shapes=(label, ...))``, issue 12): each benchmark
+shape prefers other knob values, so no one setting wins everywhere.  Shape ``j`` of ``n``
+prefers each knob's value at the fraction ``1 - j / (n - 1)`` of its list (shape 0 the last
+value, as without shapes; shape ``n - 1`` the first); its speedup is 1 plus, per knob, one
+minus the distance from that fraction.  An assembled dispatch kernel (evo_fsr/dispatch.py)
+runs, on each shape, the variant its dispatcher routes that shape to (the route comments
+name the shape), times ``dispatch_slowdown``.
+
 Results are labelled with the GPU name "synthetic (no GPU)": never mistaken for measurements.
 """
 from __future__ import annotations
@@ -17,6 +25,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from typing import Sequence
 
 from ..verdict.compile import CompileResult
 from ..knobs import parse_knobs
@@ -37,6 +46,9 @@ extern "C" int launch(const float* x, const float* w, float* y, int N, int C, in
 }
 '''
 _EXIT_ONCE_RE = re.compile(r"SYNTHETIC_EXIT_ONCE:(\S+)")
+_VARIANT_RE = re.compile(r"^namespace evo_variant_(\d+) \{\n(.*?)\n\}  // namespace evo_variant_\1$", re.M | re.S)
+_ROUTE_RE = re.compile(r"return evo_variant_(\d+)::launch_variant_\d+\([^)]*\);  // (\S+)")
+_NEUTRALISED_RE = re.compile(r"//([ \t]*)variant (knob|constraint)\b")
 
 
 def synthetic_speedup(source: str) -> float:
@@ -48,12 +60,32 @@ def synthetic_speedup(source: str) -> float:
     return 1.0 + score
 
 
+def synthetic_shape_speedups(source: str, shapes: Sequence[str]) -> dict[str, float]:
+    """Speedup per shape label: shape ``j`` of ``n`` prefers the fraction ``1 - j / (n - 1)`` of
+    every knob's list; an assembled dispatch kernel takes each shape's routed variant's figure."""
+    variants = {int(i): _NEUTRALISED_RE.sub(r"//\1\2:", body) for i, body in _VARIANT_RE.findall(source)}
+    if variants:
+        routes = {label: int(i) for i, label in _ROUTE_RE.findall(source)}
+        return {label: synthetic_shape_speedups(variants[routes.get(label, 0)], shapes)[label] for label in shapes}
+    speedups = {}
+    for j, label in enumerate(shapes):
+        target = 1.0 - j / (len(shapes) - 1) if len(shapes) > 1 else 1.0
+        score = 0.0
+        for knob in parse_knobs(source).values():
+            if knob.value in knob.choices and len(knob.choices) > 1:
+                score += 1.0 - abs(knob.choices.index(knob.value) / (len(knob.choices) - 1) - target)
+        speedups[label] = 1.0 + score
+    return speedups
+
+
 @dataclass
 class SyntheticEvaluator:
     """Stands in for ``evaluate.Evaluator``: same ``evaluate(candidate, compiled)`` contract."""
 
     task_name: str = "conv2d"
     delay_s: float = 0.0
+    shapes: tuple[str, ...] = ()          # benchmark shape labels, each preferring other knob values
+    dispatch_slowdown: float = 1.0        # an assembled dispatch kernel's times are multiplied by this
 
     @property
     def gpu_info(self) -> GpuInfo:
@@ -81,12 +113,18 @@ class SyntheticEvaluator:
             return EvalResult(candidate_id=candidate.id, task=candidate.task, status=Status.WRONG,
                               summary="synthetic wrong answer", gpu_name=SYNTHETIC_GPU.name,
                               mismatch=Mismatch("synthetic", "y", (0, 0), 1.0, 2.0, "synthetic"))
-        speedup = synthetic_speedup(source)
-        timing = ShapeTiming(shape_label="synthetic", median_ms=1.0 / speedup, baseline_median_ms=1.0,
-                             host_median_ms=1.0 / speedup, baseline_host_median_ms=1.0, trials=10,
-                             speed_of_light_ms=0.05)
+        if self.shapes:
+            slowdown = self.dispatch_slowdown if _VARIANT_RE.search(source) else 1.0
+            speedups = {k: v / slowdown for k, v in synthetic_shape_speedups(source, self.shapes).items()}
+        else:
+            speedups = {"synthetic": synthetic_speedup(source)}
+        timings = tuple(ShapeTiming(shape_label=label, median_ms=1.0 / speedup, baseline_median_ms=1.0,
+                                    host_median_ms=1.0 / speedup, baseline_host_median_ms=1.0, trials=10,
+                                    speed_of_light_ms=0.05) for label, speedup in speedups.items())
+        summary = "synthetic: " + ", ".join(f"{speedup:.3f}x" if label == "synthetic" else f"{label} {speedup:.3f}x"
+                                            for label, speedup in speedups.items())
         return EvalResult(candidate_id=candidate.id, task=candidate.task, status=Status.OK,
-                          summary=f"synthetic: {speedup:.3f}x", timings=(timing,), gpu_name=SYNTHETIC_GPU.name)
+                          summary=summary, timings=timings, gpu_name=SYNTHETIC_GPU.name)
 
 
 def synthetic_compile(candidate: Candidate, arch: str) -> CompileResult:

@@ -47,7 +47,7 @@ def test_create_refuses_an_existing_run_and_open_needs_one(tmp_path) -> None:
 
 def state(x: int) -> dict:
     return {"mode": "generational", "population": {"x": x}, "rng": [], "logbook": [], "counters": {},
-            "llm_usage": {}, "policy": {}}
+            "llm_usage": {}, "policy": {}, "shape_elites": {}}
 
 
 def test_snapshots_latest_wins_and_undecodable_ones_are_skipped(tmp_path) -> None:
@@ -64,7 +64,9 @@ def test_snapshots_latest_wins_and_undecodable_ones_are_skipped(tmp_path) -> Non
 
 @pytest.mark.parametrize("change, words", [
     (lambda d: d.pop("format"), "snapshot without a format version"),
-    (lambda d: d.update(format=99), "snapshot format 99 is not supported (this evo-fsr reads format 1)"),
+    (lambda d: d.update(format=99), "snapshot format 99 is not supported (this evo-fsr reads formats 1, 2)"),
+    (lambda d: d.update(format="2"), "snapshot format '2' is not supported"),
+    (lambda d: d.pop("shape_elites"), "snapshot without the key 'shape_elites'"),
     (lambda d: d.pop("population"), "snapshot without the key 'population'"),
     (lambda d: d.update(rng={}), "snapshot key 'rng' must be a JSON array, got dict"),
     (lambda d: d.update(generation="3"), "snapshot key 'generation' must be a JSON integer, got str"),
@@ -81,6 +83,20 @@ def test_a_snapshot_of_another_format_or_structure_is_refused(tmp_path, change, 
     assert message.startswith(f"{path}: ") and words in message and message.endswith("cannot resume from it")
     path.write_text("[1, 2]")
     with pytest.raises(StoreError, match="not a snapshot"):
+        store.latest_snapshot()
+
+
+def test_a_format_1_snapshot_without_per_shape_elites_is_still_read(tmp_path) -> None:
+    store = RunStore.create(tmp_path / "run", {})
+    path = store.save_snapshot(0, state(0))
+    data = json.loads(path.read_text())
+    assert data["format"] == SNAPSHOT_FORMAT == 2
+    del data["shape_elites"]
+    path.write_text(json.dumps({**data, "format": 1}))
+    snap = store.latest_snapshot()
+    assert snap.format == 1 and "shape_elites" not in snap.data
+    path.write_text(json.dumps({**data, "format": 2}))       # format 2 needs the key
+    with pytest.raises(StoreError, match="without the key 'shape_elites'"):
         store.latest_snapshot()
 
 
