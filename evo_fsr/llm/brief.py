@@ -28,9 +28,11 @@ FITNESS_TEXT = (
     "incorrect (a wrong output on any validation or benchmark shape, a crash, a timeout, or a timing "
     "that is not credible), which ranks below every correct kernel. Correct kernels are ranked by "
     "the geometric mean, over the benchmark shapes, of speedup = naive seed time / kernel time "
-    "(the naive seed is 1.00x), each the median of CUDA-event timings on the harness stream with "
-    "the L2 cache flushed, interleaved with the naive seed in the same process. A slow shape costs "
-    "as much as a fast one gains: do not specialise for one shape at the expense of the others.")
+    "(the naive seed is 1.00x), each the median over timed calls with the L2 cache flushed, "
+    "interleaved with the naive seed (which runs in its own process). Every timed call gets fresh "
+    "inputs and its outputs are checked. Work left running after launch() returns, on any stream "
+    "or thread, is charged to the kernel. A slow shape costs as much as a fast one gains: do not "
+    "specialise for one shape at the expense of the others.")
 
 
 @dataclass(frozen=True)
