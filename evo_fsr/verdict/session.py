@@ -154,10 +154,11 @@ class Session:
             return Verdict(Status.CRASH, f"crash: the evaluator failed while judging this candidate: "
                                          f"{type(exc).__name__}: {str(exc)[:200]} ({self.where})", "crash:evaluator")
 
-    def _call(self, slot: Any, inputs: dict[str, Any], command_s: float) -> tuple[Any, dict[str, Any]]:
+    def _call(self, slot: Any, inputs: dict[str, Any], command_s: float,
+              flush: bool = True) -> tuple[Any, dict[str, Any]]:
         timeout = self._timeout(command_s)
         try:
-            reply, times, captured = timed_call(self.runner, slot, "candidate", inputs, timeout)
+            reply, times, captured = timed_call(self.runner, slot, "candidate", inputs, timeout, flush=flush)
         except RunnerTimeout:
             if timeout < command_s:
                 raise _Stop(Verdict(Status.TIMEOUT, f"timeout: wall-clock budget of {self.cfg.candidate_budget_s:g} "
@@ -178,7 +179,7 @@ class Session:
                 slot = self.bench.validation_slot(shape)
                 self._attach(slot)
                 inputs = make_case(self.task, shape, secrets.randbits(63), case)
-                _, captured = self._call(slot, inputs, self.cfg.validation_timeout_s)
+                _, captured = self._call(slot, inputs, self.cfg.validation_timeout_s, flush=False)
                 self.stages.count("validation_launches")
                 host = _to_host(captured)
                 mismatch = self._check(host, inputs, reference(self.task, inputs, shape, np), shape, np)
@@ -189,7 +190,8 @@ class Session:
         with self.stages.stage("determinism"):
             for shape, inputs, first in (firsts.values() if self.cfg.determinism_check else ()):
                 self.where = f"determinism re-run on {shape.label}"
-                _, captured = self._call(self.bench.validation_slot(shape), inputs, self.cfg.validation_timeout_s)
+                _, captured = self._call(self.bench.validation_slot(shape), inputs, self.cfg.validation_timeout_s,
+                                         flush=False)
                 mismatch = self._same(shape, inputs, first, _to_host(captured))
                 if mismatch:
                     raise _Stop(Verdict(Status.WRONG, f"wrong result: {mismatch.describe()}", "wrong:nondeterministic",
@@ -231,7 +233,7 @@ class Session:
                 self._attach(sb.candidate_slot)
                 for case, inputs in sb.sweep.items():
                     self.where = f"benchmark shape {shape.label} ({case})"
-                    _, captured = self._call(sb.candidate_slot, inputs, self.cfg.benchmark_timeout_s)
+                    _, captured = self._call(sb.candidate_slot, inputs, self.cfg.benchmark_timeout_s, flush=False)
                     mismatch = self._check(captured, inputs, reference(self.task, inputs, shape, xp), shape, xp)
                     if mismatch:
                         raise _Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape ({case} inputs): "

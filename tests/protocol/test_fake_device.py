@@ -41,6 +41,16 @@ def test_honest_kernel_is_ok_with_no_false_speedup(evaluator):
     assert counters["timed_calls"] == 6 and counters["validation_launches"] >= len(evaluator.task.validation)
 
 
+def test_the_evaluator_flushes_the_l2_before_every_timed_call(evaluator):
+    """The flush is the trusted side's (a candidate's runner could skip its own): one per timed
+    call of the candidate and of the baseline, none for validation."""
+    memory = evaluator.bench.memory
+    before = getattr(memory, "flushes", 0)
+    result = judge(evaluator, kernels.HONEST)
+    timed = dict(result.counters)["timed_calls"]
+    assert timed + 1 <= memory.flushes - before <= 3 * (timed + 2)     # candidate + warm-up + baseline calls
+
+
 def test_unwritten_outputs_fail_because_outputs_are_poisoned(evaluator):
     """Fails if outputs are not NaN-poisoned before each call (the half not written would hold
     the previous call's, correct, values)."""
