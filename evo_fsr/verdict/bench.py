@@ -54,12 +54,13 @@ class ShapeBench:
 def timed_call(runner: RunnerProcess, slot: Slot, lib: str, inputs: dict[str, Any],
                timeout_s: float, flush: bool = True) -> tuple[dict[str, Any], CallTimes | None, dict[str, Any] | None]:
     """Load ``inputs`` into ``slot``, flush the L2 (trusted side), have ``runner`` call ``lib`` on
-    it, copy the outputs out.  The trusted window runs from just before the command to the end
-    of that copy."""
+    it, copy the outputs out.  The trusted window runs from the moment the inputs start to become
+    visible to the runner (work done by anything of the candidate's from then on, a kernel left
+    polling the inputs in another context included, falls inside it) to the end of that copy."""
+    start = time.perf_counter()
     slot.load(inputs)
     if flush:
         slot.memory.flush_l2()
-    start = time.perf_counter()
     reply = runner.send({"op": "call", "slot": slot.name, "lib": lib, "scalars": slot.scalars}, timeout_s)
     if "error" in reply or reply["rc"] != 0 or reply["last_error"] != 0:
         return reply, None, None

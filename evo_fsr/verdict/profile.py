@@ -4,8 +4,8 @@ Each timed call yields four numbers (``CallTimes``): three reported by the runne
 around ``launch`` on the harness stream (``event_ms``), to an event recorded after a device-wide
 synchronize (``event_all_ms``: work on any stream of the runner's context), the runner's host
 clock - and one measured here, in the trusted process, that the runner cannot touch:
-``window_ms``, from just before the command is sent to the end of the trusted side's copy of the
-outputs.  A runner is untrusted (the candidate runs in it), so its numbers are a claim; the
+``window_ms``, from the moment the call's inputs start to be written (nothing of the candidate's
+can see them before) to the end of the trusted side's copy of the outputs.  A runner is untrusted (the candidate runs in it), so its numbers are a claim; the
 window is a bound.  Over the timed calls of one shape, the time credited is
 
     max(median(event_ms), median(event_all_ms) - gap_ms, median(window_ms) - overhead_ms - slack_ms)
