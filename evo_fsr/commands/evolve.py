@@ -35,7 +35,8 @@ from ..backend.base import EvalBackend
 from ..llm import ChatClient, LlmError, make_client
 from ..report_lines import progress_best, speed_cell, speed_line
 from ..search import llm_hooks, run_record
-from ..search.loop import Evolution, saved_llm_usage
+from ..search.llm_hooks import saved_llm_usage
+from ..search.loop import Evolution
 from ..search.policies import SteadyState
 from ..search.rounds import EvolutionResult, GenerationReport
 from ..verdict.gpu import free_memory_bytes

@@ -85,8 +85,6 @@ class Runtime:
         lib.cudaMemsetAsync.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
         lib.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
         lib.cudaFree.argtypes = [ctypes.c_void_p]
-        lib.cudaMallocHost.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
-        lib.cudaFreeHost.argtypes = [ctypes.c_void_p]
         lib.cudaStreamSynchronize.argtypes = [ctypes.c_void_p]
         lib.cudaEventRecord.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.cudaEventSynchronize.argtypes = [ctypes.c_void_p]
@@ -127,13 +125,6 @@ class Runtime:
 
     def free(self, ptr: int) -> None:
         self.check("cudaFree", self.lib.cudaFree(ctypes.c_void_p(ptr)))
-
-    def malloc_host(self, nbytes: int) -> int:
-        """Page-locked host memory (fast, asynchronous device-to-host copies)."""
-        return self._allocate("cudaMallocHost", nbytes)
-
-    def free_host(self, ptr: int) -> None:
-        self.check("cudaFreeHost", self.lib.cudaFreeHost(ctypes.c_void_p(ptr)))
 
     def stream_create(self) -> int:
         stream = ctypes.c_void_p()

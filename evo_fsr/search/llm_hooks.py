@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..llm import credit, health_of
+from ..llm import LlmUsage, credit, health_of
 from ..llm.brief import TaskBrief
 from ..llm.models import improvement
 from ..operators import Offspring
 from ..tasks import Task
 from ..types import EvalResult
 from .population import Population
+from .store import RunStore
 
 
 def task_brief(task: Task, benchmark: str | None) -> TaskBrief | None:
@@ -59,3 +60,10 @@ def llm_ended(llm: Any) -> str | None:
 def warning(llm: Any) -> str:
     """For the progress line: why the LLM operators stopped ("" while they run)."""
     return health_of(llm).warning if llm is not None else ""
+
+
+def saved_llm_usage(store: RunStore) -> LlmUsage | None:
+    """LLM usage recorded in the latest snapshot (budgets continue across ``--resume``)."""
+    snap = store.latest_snapshot()
+    usage = snap.data.get("llm_usage") if snap else None
+    return LlmUsage(**usage) if isinstance(usage, dict) else None

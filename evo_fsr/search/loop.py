@@ -395,9 +395,3 @@ class Evolution:
             self.pending.add(child.id)
             self._arrive(child, result, reused=True)
 
-
-def saved_llm_usage(store: RunStore) -> LlmUsage | None:
-    """LLM usage recorded in the latest snapshot (budgets continue across ``--resume``)."""
-    snap = store.latest_snapshot()
-    usage = snap.data.get("llm_usage") if snap else None
-    return LlmUsage(**usage) if isinstance(usage, dict) else None

@@ -158,7 +158,7 @@ class Workbench:
         secret seeds: a kernel that dispatches on the benchmark's sizes to a path that is right
         only for the benchmark's distribution fails on these (each is used once per candidate)."""
         xp = self.memory.xp
-        names = [d for d in getattr(self.task, "distributions", ()) if d != timed_case(self.task, shape)]
+        names = [d for d in self.task.distributions if d != timed_case(self.task, shape)]
         return {name: {k: xp.asarray(v) for k, v in make_case(self.task, shape, secrets.randbits(63), name).items()}
                 for name in names}
 

@@ -16,6 +16,7 @@ The protocol (SECURITY.md states it in full):
 """
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
@@ -99,8 +100,6 @@ class Evaluator:
                                     extra_files=self.extra_files, policy=self.policy)
 
     def _job(self, lib: str) -> str:
-        import json  # noqa: PLC0415
-
         args = [{"name": a.name, "role": a.role, "dtype": a.dtype, "np_dtype": NP_DTYPES.get(a.dtype, "")}
                 for a in self.task.args]
         return json.dumps({"args": args, "libs": {lib: f"{lib}.so"}, "device": 0, "runtime": self.config.device})
@@ -194,7 +193,7 @@ class Evaluator:
             compile_seconds=compiled.seconds, evaluate_seconds=seconds,
             counters=tuple(stages.counters.items()),
             stage_seconds=tuple((k, round(v, 4)) for k, v in stages.seconds.items()),
-            reason=verdict.reason, resources=tuple(getattr(compiled, "resources", ()) or ()),
+            reason=verdict.reason, resources=tuple(compiled.resources),
             vendor_libraries=session.vendor_libraries)
 
     def close(self) -> None:

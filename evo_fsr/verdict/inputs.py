@@ -131,10 +131,9 @@ def mix(xp: Any, a: Any, b: Any, shift_a: int, shift_b: int, seed: int, rows: in
 def timed_case(task: Task, shape: Shape) -> str:
     """The distribution a benchmark shape is timed with: its own declared case, else the task's
     first distribution."""
-    distributions = tuple(getattr(task, "distributions", ()))
-    if shape.case not in ("", "random") or not distributions:
+    if shape.case not in ("", "random") or not task.distributions:
         return shape.case
-    return distributions[0]
+    return task.distributions[0]
 
 
 class TimedInputs:
@@ -143,7 +142,7 @@ class TimedInputs:
     def __init__(self, task: Task, shape: Shape, xp: Any) -> None:
         self.task, self.shape, self.xp = task, shape, xp
         self.case = timed_case(task, shape)
-        mode = getattr(task, "timed_inputs", "mix")
+        mode = task.timed_inputs
         self.regenerate = mode == "regenerate"
         self.by_rows = mode == "mix_rows"
         self._rng = secrets.SystemRandom()

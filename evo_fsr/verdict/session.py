@@ -68,13 +68,6 @@ class _Stop(Exception):
         self.verdict = verdict
 
 
-def validation_plan(task: Any, seeds: int) -> tuple[tuple[Shape, str], ...]:
-    plan = getattr(task, "validation_plan", None)
-    if plan is not None:
-        return tuple(plan(seeds))
-    return tuple((shape, shape.case) for shape in task.validation for _ in range(seeds))
-
-
 class Session:
     def __init__(self, bench: Workbench, config: Any, gpu: GpuInfo, runner: RunnerProcess,
                  shapes: tuple[Shape, ...], stages: Stages, quiet: Callable[[], None] = lambda: None) -> None:
@@ -174,7 +167,7 @@ class Session:
     def _validate(self) -> None:
         firsts: dict[str, tuple[Shape, dict[str, np.ndarray], dict[str, Any]]] = {}
         with self.stages.stage("validate"):
-            for shape, case in validation_plan(self.task, self.cfg.validation_seeds):
+            for shape, case in self.task.validation_plan(self.cfg.validation_seeds):
                 self.where = f"validation shape {shape.label} ({case})"
                 slot = self.bench.validation_slot(shape)
                 self._attach(slot)
@@ -203,7 +196,7 @@ class Session:
         reference of the re-run, judged as validation judges (the task's tolerance, its own
         ``compare`` for tied indices): a race moves results by far more than reordered rounding."""
         outputs = [k for k in first if not k.startswith("after:")]
-        if getattr(self.task, "determinism", "bitwise") == "bitwise":
+        if self.task.determinism == "bitwise":
             for name in outputs:
                 a, b = first[name].reshape(-1), again[name].reshape(-1)
                 differ = np.flatnonzero(a.view(np.uint8) != b.view(np.uint8))
