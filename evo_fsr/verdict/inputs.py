@@ -20,6 +20,7 @@ import numpy as np
 
 from ..tasks import Shape, Task
 from .memory import Block, TrustedMemory
+from .validate import widen
 
 NP_DTYPES = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "bfloat16": "<u2", "int8": "i1",
              "uint8": "u1", "int32": "<i4", "uint32": "<u4", "int64": "<i8"}
@@ -184,4 +185,6 @@ class TimedInputs:
 
 def reference(task: Task, inputs: dict[str, Any], shape: Shape, xp: Any) -> dict[str, Any]:
     """float64 reference outputs as ``xp`` arrays (NumPy on the CPU, CuPy on the GPU)."""
+    if xp is not np:        # widened here, exactly: see validate.widen
+        inputs = {k: widen(v, xp) if getattr(v, "dtype", None) == np.float32 else v for k, v in inputs.items()}
     return {k: xp.asarray(v) for k, v in task.reference(inputs, shape.env, xp=xp).items()}

@@ -230,7 +230,7 @@ class Session:
                     mismatch = self._check(captured, inputs, reference(self.task, inputs, shape, xp), shape, xp)
                     if mismatch:
                         raise _Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape ({case} inputs): "
-                                                          f"{mismatch.describe()}", _reason(mismatch), mismatch))
+                                                          f"{mismatch.describe()}", _sweep_reason(mismatch), mismatch))
                     self.stages.count("sweep_calls")
 
     def _benchmark(self) -> Verdict:
@@ -308,6 +308,12 @@ class Session:
 
 def _to_host(captured: dict[str, Any]) -> dict[str, np.ndarray]:
     return {k: (v if isinstance(v, np.ndarray) else v.get()) for k, v in captured.items()}
+
+
+def _sweep_reason(mismatch: Mismatch) -> str:
+    """The sweep runs the benchmark shapes only: what passed validation and fails here is a
+    kernel that is wrong (or does nothing) at the sizes that are timed."""
+    return _reason(mismatch) if mismatch.output.startswith("input:") else "wrong:benchmark-shape"
 
 
 def _reason(mismatch: Mismatch) -> str:

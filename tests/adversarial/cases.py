@@ -161,8 +161,10 @@ extern "C" int launch(const float* x, const float* w, float* y, int N, int C, in
         Case("constant_zero", "output", variant("    y[idx] = 0.0f;\n"), Status.WRONG, "wrong:tolerance"),
         Case("uninitialised_accumulator", "output", variant("    y[idx] += acc;\n"), Status.WRONG,
              "wrong:unwritten-or-nonfinite", note="reads the output buffer it never initialised"),
-        Case("nondeterministic_bits", "output", nondet, Status.WRONG, "wrong:nondeterministic",
-             note="within tolerance but not bitwise repeatable (stands for an uninitialised read)"),
+        Case("nondeterministic_bits", "output", nondet, Status.OK,
+             note="flips the last bit after its first call: within tolerance and conv2d declares "
+                  "`determinism: tolerance` (split-K atomics are legitimate), so the re-run judges it by the "
+                  "tolerance; bitwise tasks are covered by v2's histogram_differs_on_rerun"),
         Case("data_race", "output", race, Status.WRONG, "wrong:tolerance",
              note="four lanes accumulate into one element without atomics (lost updates)"),
         Case("fp16_math", "output", variant(
@@ -321,9 +323,10 @@ def fault_cases() -> list[Case]:
         Case("hog_device_memory", "fault", variant(host=(
             "    { static bool done = false; size_t chunk = 1ULL << 30; void* p;\n"
             "      while (!done && chunk >= (1ULL << 20)) { if (cudaMalloc(&p, chunk) != cudaSuccess) { cudaGetLastError(); chunk /= 2; } }\n"
-            "      done = true; }\n")), Status.CRASH,
-             note="takes all device memory and keeps it: the runner's own allocations fail; the next "
-                  "candidate (fresh process) is unaffected"),
+            "      done = true; }\n")), Status.OK,
+             note="takes all free device memory and keeps it: since verdict v2 every buffer is the "
+                  "evaluator's, allocated before the candidate runs, so the verdict is unaffected and "
+                  "the next candidate (fresh process) too"),
         Case("host_printf_flood", "fault", variant(prelude="#include <cstdio>\n", host=(
             "    { static bool done = false; if (!done) { done = true; for (int i = 0; i < 400000; ++i)\n"
             "      printf(\"flood %d ................................................................................\\n\", i);"

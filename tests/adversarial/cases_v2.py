@@ -309,6 +309,12 @@ __global__ void adv_relu(const float* x, float* y, long long lo, long long hi) {
 }
 static cudaStream_t adv_side = 0;
 '''
+    # The honest equivalent runs the same grid-stride kernel, all of it on the harness stream: a
+    # 1024-block grid-stride relu is itself ~1.2x the one-thread-per-element seed on an H100, so
+    # the seed would credit the cheat with a speed that is not escaped work.
+    same_kernel = wrap("relu", r'''
+    adv_relu<<<1024, 256, 0, stream>>>(x, y, 0, n);
+    return (int)cudaGetLastError();''', relu_k)
     return [
         CaseV2("half_the_work_on_an_unjoined_stream", "relu", 4, wrap("relu", r'''
     if (!adv_side) cudaStreamCreateWithFlags(&adv_side, cudaStreamNonBlocking);
@@ -316,12 +322,12 @@ static cudaStream_t adv_side = 0;
     adv_relu<<<1024, 256, 0, stream>>>(x, y, 0, half);
     adv_relu<<<1024, 256, 0, adv_side>>>(x, y, half, n);   // never joined to the harness stream
     return (int)cudaGetLastError();''', relu_k), NO_SPEEDUP,
-               "half the elements on a private stream the harness never waits for", honest="seed:naive",
+               "half the elements on a private stream the harness never waits for", honest=same_kernel,
                codes=("wrong:unwritten-or-nonfinite",)),
         CaseV2("all_work_on_the_legacy_default_stream", "relu", 4, wrap("relu", r'''
     adv_relu<<<1024, 256, 0, 0>>>(x, y, 0, n);   // stream 0 does not order with a non-blocking stream
     return (int)cudaGetLastError();''', relu_k), NO_SPEEDUP,
-               "everything on the legacy default stream, outside the harness stream's events", honest="seed:naive",
+               "everything on the legacy default stream, outside the harness stream's events", honest=same_kernel,
                codes=("wrong:unwritten-or-nonfinite",)),
         CaseV2("graph_launched_on_an_unjoined_stream", "relu", 4, wrap("relu", r'''
     if (!adv_side) cudaStreamCreateWithFlags(&adv_side, cudaStreamNonBlocking);
@@ -334,7 +340,7 @@ static cudaStream_t adv_side = 0;
     cudaGraphLaunch(e, adv_side);
     cudaGraphExecDestroy(e); cudaGraphDestroy(g);
     return (int)cudaGetLastError();''', relu_k), NO_SPEEDUP,
-               "three quarters of the work in a CUDA graph launched on a private stream", honest="seed:naive",
+               "three quarters of the work in a CUDA graph launched on a private stream", honest=same_kernel,
                codes=("wrong:unwritten-or-nonfinite",)),
         CaseV2("work_from_a_host_thread_after_return", "relu", 4, wrap("relu", r'''
     adv_relu<<<1024, 256, 0, stream>>>(x, y, 0, n / 8);

@@ -74,7 +74,7 @@ def suite() -> SuiteV2:
     s = SuiteV2()
     s.run()
     lines = [f"{c.name:44s} m{c.mechanism} {c.expected:10s} {s.results[c.name].status.value:10s} "
-             f"{str(s.results[c.name].rejection):30s} x{s.results[c.name].geomean_speedup:7.2f} "
+             f"{str(s.results[c.name].rejection):30s} x{s.results[c.name].geomean_speedup or 0.0:7.2f} "
              f"{s.seconds[c.name]:6.1f}s" for c in CASES]
     print("\n".join(["", "adversarial suite v2 verdicts:"] + lines))
     return s

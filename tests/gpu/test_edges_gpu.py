@@ -2,6 +2,7 @@
 a shape needing more than the free memory is refused.  Run with `pytest -m gpu`."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from evo_fsr.dispatch import Route, assemble
@@ -49,3 +50,17 @@ def test_a_shape_larger_than_free_memory_is_refused() -> None:
     with pytest.raises(TaskError, match="GiB free"):
         task.parse_shape("M=16384,K=16384,N=16384", free_memory_bytes=2**30)
     assert task.parse_shape("M=1024,K=1024,N=1024", free_memory_bytes=free).env["M"] == 1024
+
+
+def test_widening_keeps_float32_subnormals_on_the_gpu() -> None:
+    """The GPU reference path widens float32 exactly: subnormals, signed zeros, inf and nan."""
+    cp = pytest.importorskip("cupy")
+    from evo_fsr.verdict.validate import widen
+    bits = np.array([0, 0x80000000, 1, 0x807fffff, 0x00800000, 0x3f800000, 0x7f7fffff, 0x7f800000, 0xff800000,
+                     0x7fc00000], dtype=np.uint32)
+    rng = np.random.default_rng(5)
+    values = np.concatenate([bits.view(np.float32), (rng.random(4096, dtype=np.float32) * np.float32(1e-41))])
+    got = cp.asnumpy(widen(cp.asarray(values), cp))
+    want = values.astype(np.float64)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert float(cp.asnumpy(cp.sum(widen(cp.asarray(values[10:]), cp)))) == pytest.approx(float(want[10:].sum()))

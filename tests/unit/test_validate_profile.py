@@ -147,3 +147,20 @@ def test_eval_result_round_trips_through_dict() -> None:
                    counters=(("validation_launches", 3),), worker="host:gpu1:42", started_unix_s=1.7e9)
     assert EvalResult.from_dict(r.to_dict()) == r
     assert r.rejection == "wrong:tolerance"
+
+
+def test_flushed_subnormals_are_forgiven_only_up_to_n_times_flt_min() -> None:
+    """sum_reduction's denormals case: a sum whose subnormal addends were flushed (fp32 atomicAdd
+    does) passes; the same floor forgives nothing at a normal magnitude."""
+    from evo_fsr.tasks import get_task
+    task = get_task("sum_reduction")
+    rng = np.random.default_rng(3)
+    x = (rng.random(1000, dtype=np.float32) * np.float32(4) - np.float32(1)) * np.float32(1e-41)
+    expected = {"out": np.array([x.astype(np.float64).sum()])}
+    flushed = {"out": np.zeros(1, dtype=np.float32)}
+    assert check_outputs(flushed, expected, {"x": x}, {"N": 1000}, task.tol, "s", exact=False) is None
+    no_floor = dict(task.tol, flush_floor_per_input=0.0)
+    assert check_outputs(flushed, expected, {"x": x}, {"N": 1000}, no_floor, "s", exact=False) is not None
+    tiny = x / np.float32(1e-41) * np.float32(1e-30)          # small_magnitude: normal floats
+    expected_tiny = {"out": np.array([tiny.astype(np.float64).sum()])}
+    assert check_outputs(flushed, expected_tiny, {"x": tiny}, {"N": 1000}, task.tol, "s", exact=False) is not None
