@@ -10,18 +10,24 @@ window is a bound.  Over the timed calls of one shape, the time credited is
 
     max(median(event_ms), median(event_all_ms) - gap_ms, median(window_ms) - overhead_ms - slack_ms)
 
-where ``gap_ms`` (median device-wide tail), ``overhead_ms`` (median of window - event) and
-``slack_ms`` (the interquartile range of window - event) are calibrated on the trusted baseline
-runner's calls of the same shape in the same run.  So work left on another stream, in another
+where ``gap_ms`` (median device-wide tail) and ``overhead_ms`` (median of window - event) are
+calibrated on the trusted baseline runner's calls of the same shape in the same run, and
+``slack_ms`` is two standard errors of the difference of two medians (the candidate's window and
+the baseline's overhead): 2 * 1.2533 * sigma * sqrt(1/n_candidate + 1/n_baseline), with sigma the
+robust spread (IQR / 1.349) of the baseline's per-call overhead, capped at one IQR.  A median of 30 calls moves far
+less than one call does, so the allowance is the noise of the medians compared, not of a single
+call (it was the whole IQR: on an H100 a relu of 16M elements let a runner that forged its times
+hide a large part of a ~50 us kernel in it).  So work left on another stream, in another
 context, on a host thread after ``launch`` returns, or times forged on the reply pipe are
 measured and charged, not estimated and allowed: hiding work on fewer than half of the calls
 does not move a median, and hiding it on more moves the window's median.  What a candidate can
-still hide is at most ``slack_ms``, the spread of the baseline's own window overhead.  Medians
+still hide is at most ``slack_ms``.  Medians
 (never per-call maxima, which would charge honest kernels every scheduling hiccup).
 ``under-floor``: faster than max(bytes/bandwidth, flops/peak) is not credible.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Sequence
@@ -46,7 +52,8 @@ class Calibration:
 
     gap_ms: float               # median(event_all - event)
     overhead_ms: float          # median(window - event)
-    slack_ms: float             # interquartile range of (window - event)
+    spread_ms: float            # robust per-call standard deviation of (window - event): IQR / 1.349
+    calls: int                  # trusted calls it was taken from
 
     @classmethod
     def of(cls, calls: Sequence[CallTimes]) -> "Calibration":
@@ -56,14 +63,23 @@ class Calibration:
         overheads = [c.window_ms - c.event_ms for c in calls]
         quartiles = statistics.quantiles(overheads, n=4) if len(overheads) >= 2 else [overheads[0]] * 3
         return cls(gap_ms=max(0.0, statistics.median(gaps)), overhead_ms=max(0.0, statistics.median(overheads)),
-                   slack_ms=max(0.0, quartiles[2] - quartiles[0]))
+                   spread_ms=max(0.0, quartiles[2] - quartiles[0]) / 1.349, calls=len(calls))
+
+    def slack_ms(self, candidate_calls: int) -> float:
+        """Two standard errors of median(candidate window) - median(baseline overhead), and never
+        more than one call's interquartile range (the allowance before: with a handful of
+        baseline calls the standard error is the larger)."""
+        n = max(1, candidate_calls)
+        standard_errors = 2.0 * 1.2533 * self.spread_ms * math.sqrt(1.0 / n + 1.0 / max(1, self.calls))
+        return min(standard_errors, 1.349 * self.spread_ms)
 
 
 def credited_ms(calls: Sequence[CallTimes], calibration: Calibration) -> float:
     """The time credited to a shape's calls (see the module docstring)."""
     return max(statistics.median(c.event_ms for c in calls),
                statistics.median(c.event_all_ms for c in calls) - calibration.gap_ms,
-               statistics.median(c.window_ms for c in calls) - calibration.overhead_ms - calibration.slack_ms)
+               statistics.median(c.window_ms for c in calls) - calibration.overhead_ms
+               - calibration.slack_ms(len(calls)))
 
 
 def charged(calls: Sequence[CallTimes], calibration: Calibration, margin: float = 1.02) -> bool:

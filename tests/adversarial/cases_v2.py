@@ -291,6 +291,34 @@ static void* adv_late(void* p) {
     return HONEST;''', POSIX + "#include <cstring>\n"), NO_SPEEDUP,
                "rewrites the runtime's cudaEventElapsedTime in its own process to report 1 us",
                honest="seed:naive", codes=("crash", "crash:sandbox-violation"), x86_only=True),
+        CaseV2("forges_a_plausible_half_time", "softmax", 3, wrap("softmax", r'''
+    // Measures its own time honestly on the first call of a benchmark-sized shape (the sweep, which
+    // is untimed), then rewrites cudaEventElapsedTime to report half of it: above the speed-of-light
+    // floor, so only the trusted window can tell.
+    static int patched = 0;
+    if (!patched && (long long)rows * cols >= (1LL << 22)) {
+        patched = 1;
+        cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
+        cudaEventRecord(a, stream);
+        int r = HONEST;
+        cudaEventRecord(b, stream); cudaEventSynchronize(b);
+        float ms = 0.0f; cudaEventElapsedTime(&ms, a, b);
+        float claim = 0.5f * ms; unsigned bits; memcpy(&bits, &claim, 4);
+        unsigned char* f = (unsigned char*)adv_dlsym((void*)0, "cudaEventElapsedTime");
+        long page = adv_getpagesize();
+        if (f && adv_mprotect((void*)((unsigned long)f & ~(page - 1)), 2 * page, 7) == 0) {
+            // mov dword [rdi], claim ; xor eax, eax ; ret
+            unsigned char code[] = {0xC7, 0x07, 0, 0, 0, 0, 0x31, 0xC0, 0xC3};
+            memcpy(code + 2, &bits, 4);
+            memcpy(f, code, sizeof code);
+        }
+        return r;
+    }
+    return HONEST;''', POSIX + "#include <cstring>\n"), NO_SPEEDUP,
+               "measures itself, then makes cudaEventElapsedTime report half of that (above the floor): "
+               "the trusted window's allowance (slack) is all it can gain",
+               honest="seed:naive", codes=("crash", "crash:sandbox-violation", "flagged:under-floor"),
+               x86_only=True),
         CaseV2("writes_evidence_files_instead", "relu", 3, wrap("relu", r'''
     // v1 judged .npy files in the runner's workdir: write plausible ones, compute nothing
     const char* names[] = {"y.npy", "out_y.npy", "outputs.npy", "y_0.npy"};

@@ -1,6 +1,8 @@
 """Trusted-side verdict pieces: output comparison rules and timing statistics/flags."""
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
 import pytest
 
@@ -103,7 +105,7 @@ def test_escaped_work_is_charged_not_allowed() -> None:
     assert side_stream.median_ms == pytest.approx(1.51, rel=0.01)
     forged = [CallTimes(0.01, 0.011, 0.02, 1.6) for _ in range(5)]      # claims 10 us, the window saw 1.6 ms
     bound = summarise("s", forged, _calls(2.0), calibration, 2.0, 0.001)
-    assert bound.median_ms == pytest.approx(1.6 - calibration.overhead_ms - calibration.slack_ms)
+    assert bound.median_ms == pytest.approx(1.6 - calibration.overhead_ms - calibration.slack_ms(len(forged)))
     assert charged(forged, calibration) and not charged(_calls(1.0), calibration)
 
 
@@ -164,3 +166,16 @@ def test_flushed_subnormals_are_forgiven_only_up_to_n_times_flt_min() -> None:
     tiny = x / np.float32(1e-41) * np.float32(1e-30)          # small_magnitude: normal floats
     expected_tiny = {"out": np.array([tiny.astype(np.float64).sum()])}
     assert check_outputs(flushed, expected_tiny, {"x": tiny}, {"N": 1000}, task.tol, "s", exact=False) is not None
+
+
+def test_slack_is_the_noise_of_medians_not_of_one_call() -> None:
+    """The allowance shrinks with the number of calls compared: a runner forging its times hides
+    at most two standard errors of the medians, far less than one call's spread."""
+    base = [CallTimes(1.0, 1.002, 1.01, 1.0 + 0.05 + 0.02 * ((i * 7) % 10) / 9) for i in range(30)]
+    calibration = Calibration.of(base)
+    quartiles = statistics.quantiles([c.window_ms - c.event_ms for c in base], n=4)
+    iqr = quartiles[2] - quartiles[0]
+    assert 0 < calibration.slack_ms(30) < 0.5 * iqr
+    assert calibration.slack_ms(30) < calibration.slack_ms(5) <= calibration.slack_ms(1) <= iqr + 1e-12
+    forged = [CallTimes(0.5, 0.502, 0.51, c.window_ms) for c in base]          # claims half of its 1 ms
+    assert credited_ms(forged, calibration) > 0.97
