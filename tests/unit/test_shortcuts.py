@@ -328,6 +328,9 @@ LEGIT: dict[str, dict[str, Kernel]] = {
     "cross_entropy": {**{f"max_{o}": cross_entropy("max", o) for o in ORDERS_1D}},
     "attention": {"max": attention("max")},
     **{t: {o: reduction(t, o) for o in ORDERS_1D} for t in ("sum_reduction", "dot_product", "mse_loss", "monte_carlo")},
+    # fp32 atomicAdd flushes subnormals (PTX atom.add.f32), and atomics are legitimate here:
+    # task.yaml's flush_floor_per_input forgives N * FLT_MIN (an H100 run rejected a CUB-free
+    # atomic sum on the denormals case before it)
     "prefix_sum": {"plain_float32": prefix_sum("plain"), "block_scan": prefix_sum("block")},
     "sort": {"sort": sort_kernel("legit")},
     "topk": {"random_ties": topk_kernel("legit_random_ties")},
@@ -341,6 +344,8 @@ LEGIT: dict[str, dict[str, Kernel]] = {
 }
 
 #: (kernel, passes the benchmark distribution?) - each must fail on at least one planned case
+LEGIT["sum_reduction"]["flush_denormals"] = reduction("sum_reduction", "grid_stride_tree", flush=True)
+
 SHORTCUTS: dict[str, dict[str, tuple[Kernel, bool]]] = {
     "softmax": {"no_shift": (softmax_shift("none"), True), "shift_by_first": (softmax_shift("first"), True),
                 "max_started_at_zero": (softmax_shift("max_from_zero"), True)},
@@ -349,7 +354,6 @@ SHORTCUTS: dict[str, dict[str, tuple[Kernel, bool]]] = {
     "sigmoid": {"exp_over_one_plus_exp": (sigmoid("exp_ratio"), True)},
     "cross_entropy": {"no_shift": (cross_entropy("none"), True), "shift_by_first": (cross_entropy("first"), True)},
     "attention": {"no_shift": (attention("none"), True), "shift_by_first": (attention("first"), True)},
-    "sum_reduction": {"flush_denormals": (reduction("sum_reduction", "grid_stride_tree", flush=True), True)},
     "sort": {"assumes_distinct_keys": (sort_kernel("assume_distinct"), True)},
     "topk": {"assumes_distinct_values": (topk_kernel("assume_distinct"), True),
              "lists_started_at_zero": (topk_kernel("zero_init"), True)},
