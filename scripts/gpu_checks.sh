@@ -1,32 +1,67 @@
 #!/usr/bin/env bash
-# What we run on a GPU host to produce the figures quoted in README.md, tasks/README.md and
-# the issue notes.  Logs go to $1 (default ./gpu-logs).  Steps: the GPU test suite, the
-# seed benchmark table, the sandbox cost, a knob-only evolve run, best.cu re-evaluated, and
-# an evolve run whose LLM operators talk to a local server of prepared replies.
+# What we run on a GPU host, one step per device call (each ends well inside 10 minutes), in the
+# order a session with ~30 minutes of device time should take them. Logs go to $OUT (the device
+# tool's folder) or ./gpu-logs.
+#
+#   scripts/gpu_checks.sh tests        # pytest -m gpu: evaluator, families, distributions, export, LLM
+#   scripts/gpu_checks.sh adversarial  # suites v2 (verdict table printed) and v1
+#   scripts/gpu_checks.sh library      # families against the library, interleaved, one process
+#   scripts/gpu_checks.sh cost         # conv2d cost per candidate on the ResNet-50 set, one GPU
+#   scripts/gpu_checks.sh resume       # SIGKILL a real run mid-generation, then --resume (issue 15)
+#
+# Lessons of the 2026-11-23 H100 session: a fault in one pytest process makes its CUDA context
+# unusable, so groups run in separate processes; two GPU processes at once perturb the
+# adversarial suite's timing comparisons, so it runs alone; a fresh machine spends ~30 s on the
+# first evaluation (CuPy kernel cache, torch import), so benchmarks warm up first.
 set -uo pipefail
-out=${1:-gpu-logs}; mkdir -p "$out"
-export PYTHONUNBUFFERED=1
+out=${OUT:-gpu-logs}; mkdir -p "$out"
+export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:-$PWD}
+P="python3 -m pytest -m gpu -q -p no:cacheprovider -rfE"
 step() { echo; echo "=== $* ($(date +%T))"; }
-step "GPU"; nvidia-smi -L
-step "pytest -m gpu"
-python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu tests/adversarial 2>&1 | tee "$out/gpu_tests.log" | tail -n 15
-if [ -z "${SKIP_KNOB_EVOLVE:-}" ]; then
-step "evolve: knob operators, one GPU"
-run=$out/evolve_knobs
-python3 scripts/evolve.py --task conv2d --pop 32 --gens 10 --shapes quick --set ray.num_gpus=1 \
-    --set eval.max_trials=20 --out "$run" 2>&1 | tee "$out/evolve_knobs.log" | tail -n 30
-step "best.cu re-evaluated"
-python3 scripts/evaluate.py --task conv2d "$run/best.cu" seed:implicit_gemm 2>&1 | tee "$out/best_eval.log" | tail -n 25
-fi
-step "evolve: LLM operators against a local server of prepared replies"
-python3 scripts/prepared_llm_server.py --replies scripts/prepared_replies/conv2d --port 8765 --seconds 600 \
-    --log "$out/prepared_requests.jsonl" & server=$!
-sleep 2
-OPENAI_API_KEY=not-needed python3 scripts/evolve.py --task conv2d --pop 8 --gens 2 --shapes quick \
-    --set ray.num_gpus=1 --set eval.max_trials=10 --llm-model prepared-replies \
-    --llm-base-url http://127.0.0.1:8765/v1 --out "$out/evolve_llm" 2>&1 | tee "$out/evolve_llm.log" | tail -n 20
-kill $server
-step "seed benchmark"
-python3 scripts/bench_seeds.py --markdown "$out/seeds.md" 2>&1 | tee "$out/bench_seeds.log" | tail -n 80
-step "sandbox cost"
-python3 scripts/bench_sandbox.py --repeats 5 2>&1 | tee "$out/bench_sandbox.log" | tail -n 20
+nvidia-smi -L
+case "${1:-tests}" in
+tests)
+    step "evaluator"; timeout 200 $P tests/gpu/test_evaluator_gpu.py tests/gpu/test_edges_gpu.py > "$out/t_eval.log" 2>&1; tail -n 3 "$out/t_eval.log"
+    step "families, distributions, export"
+    timeout 330 $P tests/gpu/test_families_a_gpu.py tests/gpu/test_families_b_gpu.py tests/gpu/test_distributions_gpu.py \
+        tests/gpu/test_export_gpu.py > "$out/t_families.log" 2>&1; tail -n 12 "$out/t_families.log"
+    step "LLM"; timeout 90 $P -s tests/gpu/test_llm_gpu.py > "$out/t_llm.log" 2>&1; grep -A1 "llm_diff outcomes" "$out/t_llm.log"; tail -n 2 "$out/t_llm.log"
+    ;;
+adversarial)
+    step "suite v2"; timeout 330 $P -s tests/adversarial/test_adversarial_v2_gpu.py > "$out/adv2.log" 2>&1
+    grep -A70 "verdicts:" "$out/adv2.log" | grep -v "^\.\|^$" | head -n 70; tail -n 4 "$out/adv2.log"
+    step "suite v1"; timeout 240 $P tests/adversarial/test_adversarial_gpu.py > "$out/adv1.log" 2>&1; tail -n 6 "$out/adv1.log"
+    ;;
+library)
+    step "warm-up"; timeout 60 python3 scripts/evaluate.py --task relu seed:naive > /dev/null 2>&1
+    step "families vs library"
+    timeout 500 python3 scripts/bench_vs_library.py --tasks conv2d matmul attention softmax layernorm histogram \
+        prefix_sum cross_entropy --trials 30 --markdown "$out/vs_library.md" 2>&1 | tee "$out/vs_library.log" | tail -n 60
+    ;;
+cost)
+    step "conv2d cost per candidate, one GPU"
+    timeout 420 python3 scripts/bench_scaling.py --task conv2d --pop 32 --gens 10 --gpus 1 --mode steady \
+        --timeout-s 300 2>&1 | tee "$out/cost.log" | tail -n 40
+    ;;
+resume)
+    step "kill a real run mid-generation, then resume"
+    run=/tmp/evo_resume
+    rm -rf "$run"
+    python3 scripts/evolve.py --task relu --pop 16 --gens 4 --shapes quick --set ray.num_gpus=1 --out "$run" > "$out/resume_1.log" 2>&1 &
+    driver=$!
+    for _ in $(seq 1 120); do sleep 1; [ "$(wc -l < "$run/candidates.jsonl" 2>/dev/null || echo 0)" -ge 20 ] && break; done
+    kill -9 "$driver"; sleep 2; ray stop --force > /dev/null 2>&1
+    timeout 300 python3 scripts/evolve.py --resume "$run" > "$out/resume_2.log" 2>&1; echo "resume exit $?"
+    python3 - "$run" <<'EOF'
+import json, sys
+from collections import Counter
+records = [json.loads(line) for line in open(f"{sys.argv[1]}/candidates.jsonl") if line.strip()]
+evaluated = [r for r in records if r.get("kind") == "evaluated"]
+ids = Counter(r.get("id") or r.get("candidate", {}).get("id") for r in evaluated)
+print(f"records {len(records)}, evaluated {len(evaluated)}, distinct ids {len(ids)}, "
+      f"duplicated ids {sum(1 for n in ids.values() if n > 1)}")
+EOF
+    cp "$run/candidates.jsonl" "$out/resume_candidates.jsonl" 2>/dev/null
+    ;;
+*) echo "unknown step ${1}: tests | adversarial | library | cost | resume"; exit 2 ;;
+esac
