@@ -66,6 +66,13 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         {"VEC": "1", "THREADS": "128", "ROWS_PER_THREAD": "1", "BLOCKS_PER_SM": "4"},
         {"VEC": "4", "THREADS": "512", "ROWS_PER_THREAD": "2", "BLOCKS_PER_SM": "1"},
     ],
+    # default: one CTA cached (N <= 32768), a cluster of 8 cached above; these: one CTA for every
+    # N (cached, then re-reading x past 49152 keys), and a cluster of 4 (uncached at N = 2^18)
+    ("topk", "radix_select"): [
+        {"SINGLE_MAX": "262144", "THREADS": "512", "ITEMS": "4", "RADIX_BITS": "11", "AGG": "0"},
+        {"SINGLE_MAX": "4096", "CLUSTER": "4", "RADIX_BITS": "4", "ITEMS": "1", "AGG": "1"},
+        {"SINGLE_MAX": "4096", "CLUSTER": "2", "CACHE": "0", "THREADS": "512", "ITEMS": "2"},
+    ],
 }
 CASES = [(task, seed, i) for (task, seed), combos in COMBOS.items() for i in range(len(combos) + 1)]
 
