@@ -162,7 +162,7 @@ def test_invalid_combination_stops_at_static_assert(task: str, seed: str, nvcc_a
 def test_gpu_test_combinations_are_valid() -> None:
     """The regime-forcing combinations of tests/gpu/test_families_b_gpu.py exist and are valid."""
     from tests.gpu.test_families_b_gpu import COMBOS
-    assert set(COMBOS) == set(FAMILIES)
+    assert set(FAMILIES) <= set(COMBOS)          # other families (test_family_<task>.py) add theirs
     for (task, seed), combos in COMBOS.items():
         source = _source(task, seed)
         constraints = _constraints(source)
