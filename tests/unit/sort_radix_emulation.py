@@ -2,7 +2,7 @@
 
 Restates the kernels' index math: the key transform, the one-CTA bitonic network (pair q's low
 index, the direction bit), and the LSD passes (the grid G and each CTA's tile range, the upsweep's
-digit-major counts, the chunked single-CTA scan, the downsweep's warp-striped tile, the
+digit-major counts, the per-digit scans over CTAs and each CTA's scan of the digit totals, the downsweep's warp-striped tile, the
 __match_any_sync ranking with the highest peer lane advancing the warp's count, the exclusive
 offsets across warps, the per-thread-grouped block scan over digits, the shared-memory slots and
 the coalesced store, the ping-pong parity). Buffers start as garbage; every store is recorded so
@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 MAX_G = 2048
-SCAN_THREADS = 1024
-SCAN_ITEMS = 4
+SCAN_THREADS = 256
 SMALL_THREADS = 512
 
 
@@ -94,21 +93,32 @@ def upsweep(d, src, n, tiles, G, shift, first, counts):
         counts[np.arange(d["RADIX"]) * G + b] = h
 
 
-def scan_counts(counts: np.ndarray, entries: int) -> None:
-    carry = 0
-    chunk = SCAN_THREADS * SCAN_ITEMS
-    for base in range(0, entries, chunk):
-        v = np.zeros(chunk, np.int64)
-        m = min(chunk, entries - base)
-        v[:m] = counts[base:base + m]
-        per_thread = v.reshape(SCAN_THREADS, SCAN_ITEMS)
-        ex, total = block_exclusive_scan(per_thread.sum(1))
-        run = carry + ex[:, None] + np.cumsum(per_thread, 1) - per_thread
-        counts[base:base + m] = run.reshape(-1)[:m]
-        carry += total
+def scan_counts(d, counts: np.ndarray, totals: np.ndarray, G: int) -> None:
+    """One CTA per digit: its row of G counts scanned in chunks of SCAN_THREADS, with a carry."""
+    for digit in range(d["RADIX"]):
+        row = counts[digit * G:(digit + 1) * G]
+        carry = 0
+        for base in range(0, G, SCAN_THREADS):
+            v = np.zeros(SCAN_THREADS, np.int64)
+            m = min(SCAN_THREADS, G - base)
+            v[:m] = row[base:base + m]
+            ex, total = block_exclusive_scan(v)
+            row[base:base + m] = carry + ex[:m]
+            carry += total
+        totals[digit] = carry
 
 
-def downsweep(d, src, dst, written, n, tiles, G, shift, first, last, counts, stable=True):
+def digit_scan(d, per_digit: np.ndarray) -> np.ndarray:
+    """The downsweep's block scan over digits: DIGITS_PER_THREAD contiguous digits per thread."""
+    dpt = d["DIGITS_PER_THREAD"]
+    per_thread = np.zeros(d["THREADS"] * dpt, np.int64)
+    per_thread[:d["RADIX"]] = per_digit
+    per_thread = per_thread.reshape(d["THREADS"], dpt)
+    ex, _ = block_exclusive_scan(per_thread.sum(1))
+    return (ex[:, None] + np.cumsum(per_thread, 1) - per_thread).reshape(-1)[:d["RADIX"]]
+
+
+def downsweep(d, src, dst, written, n, tiles, G, shift, first, last, counts, totals, stable=True):
     R, W, ITEMS, TILE = d["RADIX"], d["NWARPS"], d["ITEMS"], d["TILE"]
     lanes = np.arange(32)
     below = lanes[None, :] < lanes[:, None]          # [l, l2]: l2 < l
@@ -116,7 +126,7 @@ def downsweep(d, src, dst, written, n, tiles, G, shift, first, last, counts, sta
     if not stable:                                   # the broken variant: peers above rank first
         below, above = above, below
     for b in range(G):
-        off = counts[np.arange(R) * G + b].astype(np.int64)
+        off = digit_scan(d, totals) + counts[np.arange(R) * G + b]
         t0, t1 = cta_range(tiles, G, b)
         for tile in range(t0, t1):
             base = tile * TILE
@@ -139,13 +149,8 @@ def downsweep(d, src, dst, written, n, tiles, G, shift, first, last, counts, sta
                 s_warp[widx[leader], dg[leader]] = count[leader] + eq.sum(-1)[leader]
             cnt = s_warp.sum(0)
             s_warp = np.cumsum(s_warp, 0) - s_warp                               # exclusive across warps
-            dpt = d["DIGITS_PER_THREAD"]
-            per_thread = np.zeros(d["THREADS"] * dpt, np.int64)
-            per_thread[:R] = cnt
-            per_thread = per_thread.reshape(d["THREADS"], dpt)
-            ex, total = block_exclusive_scan(per_thread.sum(1))
-            start = (ex[:, None] + np.cumsum(per_thread, 1) - per_thread).reshape(-1)[:R]
-            assert total == valid_in_tile
+            start = digit_scan(d, cnt)
+            assert start[-1] + cnt[-1] == valid_in_tile
             s_keys = np.full(TILE, -1, np.int64)
             dg = digit_of(key, shift, d)
             slot = start[dg] + s_warp[widx[:, None, :].repeat(ITEMS, 1), dg] + rank
@@ -174,6 +179,7 @@ def radix_sort(knobs: dict[str, int], x: np.ndarray, sms: int = 132, stable: boo
     y = rng.integers(0, 2**32, n, dtype=np.uint32)                   # garbage
     ws = np.full(p, 0x7FC00000, np.uint32)                            # NaN
     counts = rng.integers(0, 2**32, MAX_G * d["RADIX"], dtype=np.uint32).astype(np.int64)
+    totals = rng.integers(0, 2**32, d["RADIX"], dtype=np.uint32).astype(np.int64)
     tiles, G = grid(d, n, sms)
     src = x.view(np.uint32)
     x_before = x.copy()
@@ -181,9 +187,9 @@ def radix_sort(knobs: dict[str, int], x: np.ndarray, sms: int = 132, stable: boo
         dst = y if (d["PASSES"] - 1 - ps) % 2 == 0 else ws
         shift = ps * d["RADIX_BITS"]
         upsweep(d, src, n, tiles, G, shift, ps == 0, counts)
-        scan_counts(counts, d["RADIX"] * G)
+        scan_counts(d, counts, totals, G)
         written = np.zeros(n, np.int64)
-        downsweep(d, src, dst, written, n, tiles, G, shift, ps == 0, ps == d["PASSES"] - 1, counts, stable)
+        downsweep(d, src, dst, written, n, tiles, G, shift, ps == 0, ps == d["PASSES"] - 1, counts, totals, stable)
         assert np.all(written == 1), f"pass {ps}: every slot of the destination written once"
         src = dst
     assert src is y

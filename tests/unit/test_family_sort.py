@@ -2,7 +2,7 @@
 emulation of its kernels (tests/unit/sort_radix_emulation.py) against the task's reference.
 
 No GPU here. The emulation restates the kernels' index math (bitonic pairs; grid, tile ranges,
-digit-major counts, chunked scan, warp-striped tiles, match-based stable ranks, shared-memory
+digit-major counts, per-digit scans over CTAs, warp-striped tiles, match-based stable ranks, shared-memory
 slots, coalesced store, ping-pong parity) and checks that every pass writes each slot once; it is
 run on every validation shape and on every distribution of task.yaml at several N, through both
 regimes, at the default knobs, two sampled combinations and the GPU test's combinations, with a
@@ -243,3 +243,12 @@ def test_emulation_catches_an_unstable_scatter() -> None:
     _check(knobs, x, sms=3)
     bad = emu.radix_sort(knobs, x, sms=3, stable=False)
     assert not np.array_equal(bad.astype(np.float64), _expected(x))
+
+
+def test_emulation_with_a_grid_wider_than_one_scan_chunk() -> None:
+    """G > SCAN_THREADS: the per-digit scan carries across chunks (a GPU with many SMs, small tiles)."""
+    knobs = {**_ints(_defaults()), "THREADS": 128, "ITEMS": 4, "BLOCKS_PER_SM": 4, "SMALL_N": 0}
+    x = REF.make_inputs({"N": 300001}, np.random.default_rng(5), "special_values")["x"]
+    tiles, G = emu.grid(emu.derive(knobs), x.size, 132)
+    assert G > emu.SCAN_THREADS and tiles > G
+    _check(knobs, x, sms=132)

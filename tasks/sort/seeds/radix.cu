@@ -16,8 +16,10 @@
 // [tiles*b/G, tiles*(b+1)/G)), and every pass runs three kernels on the stream:
 //   upsweep   CTA b counts the digits of its element range in a shared-memory histogram and
 //             stores it digit-major: counts[d * G + b];
-//   scan      one CTA turns counts into an exclusive prefix sum, in place (digit-major order:
-//             so counts[d * G + b] becomes the first output slot of digit d for CTA b);
+//   scan      one CTA per digit d scans its row in place: counts[d * G + b] becomes the number
+//             of digit-d keys in CTAs before b, and totals[d] the digit's count. (Each downsweep
+//             CTA scans the RADIX totals itself: slot of digit d for CTA b = keys of smaller
+//             digits + counts[d * G + b].)
 //   downsweep CTA b walks its tiles in order. A tile is read warp-striped (warp w owns 32*ITEMS
 //             consecutive keys, lane l's item i is key w*32*ITEMS + i*32 + l), so (warp, item,
 //             lane) order is input order. Each warp ranks its keys stably with __match_any_sync:
@@ -31,7 +33,7 @@
 //   Every step keeps input order among equal digits, so each pass is a stable counting sort and
 //   LSD is correct. Passes ping-pong between workspace and y; pass p writes y when PASSES-1-p is
 //   even, so the last pass always lands in y (pass 0 reads x, which is never written).
-// The per-CTA digit counts (G x 2^RADIX_BITS words) cannot live in the workspace: for a
+// The per-CTA digit counts (G x 2^RADIX_BITS words, and the RADIX totals) cannot live in the workspace: for a
 // power-of-two N it is exactly N floats, all of them taken by the ping-pong. They live in a
 // fixed __device__ array of MAX_G x RADIX words, fully written by each upsweep before it is read
 // (no initialisation, no allocation). Concurrent launches of this kernel on two streams would
@@ -72,14 +74,14 @@ static_assert(SMALL_N * 4 <= 32768, "SMALL_N keys must fit 32 KiB of shared memo
 #define NWARPS (THREADS / 32)
 #define TILE (THREADS * ITEMS)
 #define MAX_G 2048
-#define SCAN_THREADS 1024
-#define SCAN_ITEMS 4
+#define SCAN_THREADS 256
 #define SMALL_THREADS 512
 #define DIGITS_PER_THREAD ((RADIX + THREADS - 1) / THREADS)
 
 typedef unsigned int u32;
 
 __device__ u32 g_counts[MAX_G * RADIX];
+__device__ u32 g_totals[RADIX];
 
 __device__ __forceinline__ u32 to_key(u32 u) { return u ^ ((u >> 31) ? 0xffffffffu : 0x80000000u); }
 __device__ __forceinline__ u32 from_key(u32 k) { return k ^ ((k >> 31) ? 0x80000000u : 0xffffffffu); }
@@ -165,27 +167,21 @@ __global__ void __launch_bounds__(THREADS) upsweep(const u32* __restrict__ src, 
     for (int d = threadIdx.x; d < RADIX; d += THREADS) g_counts[d * G + blockIdx.x] = h[d];
 }
 
-__global__ void __launch_bounds__(SCAN_THREADS) scan_counts(int entries) {
+// One CTA per digit d: counts[d * G + b] becomes the exclusive prefix over CTAs b' < b of digit d;
+// totals[d] gets the digit's count over the whole array.
+__global__ void __launch_bounds__(SCAN_THREADS) scan_counts(int G) {
     __shared__ u32 warp_sums[SCAN_THREADS / 32];
+    u32* column = g_counts + blockIdx.x * G;
     u32 carry = 0;
-    for (int base = 0; base < entries; base += SCAN_THREADS * SCAN_ITEMS) {
-        u32 v[SCAN_ITEMS], sum = 0;
-#pragma unroll
-        for (int j = 0; j < SCAN_ITEMS; ++j) {
-            const int idx = base + threadIdx.x * SCAN_ITEMS + j;
-            v[j] = idx < entries ? g_counts[idx] : 0u;
-            sum += v[j];
-        }
+    for (int base = 0; base < G; base += SCAN_THREADS) {
+        const int b = base + threadIdx.x;
+        const u32 v = b < G ? column[b] : 0u;
         u32 total;
-        u32 run = carry + block_exclusive_scan<SCAN_THREADS>(sum, warp_sums, &total);
-#pragma unroll
-        for (int j = 0; j < SCAN_ITEMS; ++j) {
-            const int idx = base + threadIdx.x * SCAN_ITEMS + j;
-            if (idx < entries) g_counts[idx] = run;
-            run += v[j];
-        }
+        const u32 before = block_exclusive_scan<SCAN_THREADS>(v, warp_sums, &total);
+        if (b < G) column[b] = carry + before;
         carry += total;
     }
+    if (threadIdx.x == 0) g_totals[blockIdx.x] = carry;
 }
 
 __global__ void __launch_bounds__(THREADS) downsweep(const u32* __restrict__ src, u32* __restrict__ dst, int n,
@@ -198,7 +194,22 @@ __global__ void __launch_bounds__(THREADS) downsweep(const u32* __restrict__ src
     __shared__ u32 s_sums[NWARPS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const u32 lanes_below = (1u << lane) - 1u;
-    for (int d = threadIdx.x; d < RADIX; d += THREADS) s_off[d] = g_counts[d * G + blockIdx.x];
+    {   // first slot of digit d for this CTA: keys of smaller digits (all CTAs), then of digit d (CTAs before)
+        u32 total[DIGITS_PER_THREAD], mine = 0, all;
+#pragma unroll
+        for (int q = 0; q < DIGITS_PER_THREAD; ++q) {
+            const int d = threadIdx.x * DIGITS_PER_THREAD + q;
+            total[q] = d < RADIX ? g_totals[d] : 0u;
+            mine += total[q];
+        }
+        u32 run = block_exclusive_scan<THREADS>(mine, s_sums, &all);
+#pragma unroll
+        for (int q = 0; q < DIGITS_PER_THREAD; ++q) {
+            const int d = threadIdx.x * DIGITS_PER_THREAD + q;
+            if (d < RADIX) s_off[d] = run + g_counts[d * G + blockIdx.x];
+            run += total[q];
+        }
+    }
     long long t0, t1;
     cta_range(tiles, G, &t0, &t1);
     for (long long tile = t0; tile < t1; ++tile) {
@@ -309,7 +320,7 @@ extern "C" int launch(const float* x, float* y, float* workspace, int N, cudaStr
         const int shift = pass * RADIX_BITS;
         const int first = pass == 0, last = pass == PASSES - 1;
         upsweep<<<G, THREADS, 0, stream>>>(src, N, tiles, G, shift, first);
-        scan_counts<<<1, SCAN_THREADS, 0, stream>>>(RADIX * G);
+        scan_counts<<<RADIX, SCAN_THREADS, 0, stream>>>(G);
         downsweep<<<G, THREADS, 0, stream>>>(src, dst, N, tiles, G, shift, first, last);
         src = dst;
     }
