@@ -97,7 +97,7 @@ def _c_to_formula(expr: str) -> Formula:
 def test_knobs_constraints_and_valid_fraction() -> None:
     source = _source()
     knobs = parse_knobs(source)
-    assert set(knobs) == {"RADIX_BITS", "THREADS", "ITEMS", "BLOCKS_PER_SM", "SMALL_N"}
+    assert set(knobs) == {"RADIX_BITS", "THREADS", "ITEMS", "BLOCKS_PER_SM", "SMALL_N", "PDL"}
     for knob in knobs.values():
         assert knob.value in knob.choices and len(knob.choices) >= 2
         assert all(re.fullmatch(r"\d+", c) for c in knob.choices), knob
@@ -133,6 +133,7 @@ def test_gpu_combinations_are_valid_and_force_other_regimes() -> None:
     assert any(x["SMALL_N"] == 0 for x in d), "one combination sends N = 1 through the passes"
     assert any(x["PASSES"] % 2 for x in d), "one combination has an odd pass count"
     assert any(x["DIGITS_PER_THREAD"] > 1 for x in d), "one combination scans several digits per thread"
+    assert any(x["PDL"] == 1 for x in d), "one combination launches with programmatic serialization"
 
 
 # ---------------------------------------------------------------- nvcc
@@ -141,7 +142,7 @@ def test_sample_compiles_and_default_does_not_spill(nvcc_available: bool) -> Non
     if not nvcc_available:
         pytest.skip("nvcc not found")
     source = _source()
-    sample = _sample()
+    sample = _sample() + _gpu_combos()                 # the GPU test's combinations (PDL = 1) too
     with ThreadPoolExecutor(3) as pool:
         results = list(pool.map(lambda v: _compile(set_knobs(source, v), "-Xptxas", "-v"), sample))
     for values, result in zip(sample, results):
@@ -177,9 +178,12 @@ def test_launch_contract() -> None:
                       "cudaStreamCreate", "cudaMemset(", "cudaMemcpy(", "printf", "cub::Device"):
         assert forbidden not in code, forbidden
     launches = re.findall(r"<<<([^<>]*)>>>", code)
-    assert len(launches) == 4
+    assert len(launches) == 2                          # small_sort, and launch_on's plain launch
     for config in launches:
         assert re.search(r",\s*stream\s*$", config), config
+    assert code.count("cudaLaunchKernelEx(") == 1 and "config.stream = stream;" in code
+    passes = code[code.index("for (int pass = 0;"):]
+    assert passes.count("launch_on(") == 3 and "launch_on(upsweep, G, THREADS, pass > 0," in passes
     assert "return (int)cudaGetLastError();" in code and 'extern "C" int launch(' in code
 
 

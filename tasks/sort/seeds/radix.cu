@@ -44,7 +44,12 @@
 //   THREADS        threads per CTA of the upsweep/downsweep;
 //   ITEMS          keys per thread per tile (tile = THREADS * ITEMS);
 //   BLOCKS_PER_SM  grid size G = SMs * BLOCKS_PER_SM (capped at MAX_G and the tile count);
-//   SMALL_N        the one-CTA bitonic regime's largest N (0: never; also its shared-memory size).
+//   SMALL_N        the one-CTA bitonic regime's largest N (0: never; also its shared-memory size);
+//   PDL            1: every kernel after the first of a call is launched with programmatic
+//                  stream serialization (sm_90), so its launch and CTA setup overlap the previous
+//                  kernel's tail; each kernel's first statement is griddepcontrol.wait, which
+//                  returns once the previous grid has completed and its writes are visible (no
+//                  kernel triggers early), so the ordering is that of plain launches.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -53,6 +58,7 @@
 #define ITEMS 16            // knob: 4 8 12 16
 #define BLOCKS_PER_SM 2     // knob: 1 2 4 8
 #define SMALL_N 4096        // knob: 0 1024 2048 4096 8192
+#define PDL 0               // knob: 0 1
 // Knob constraints (evo_fsr/knobs.py): the blocks asked for per SM fit its 2048 threads; the
 // downsweep's static shared memory (tile keys + one digit histogram per warp) stays under 44 KiB
 // (the 48 KiB static limit less the per-digit arrays).
@@ -67,6 +73,7 @@ static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024, "THREADS: a
 static_assert(ITEMS >= 1, "ITEMS must be positive");
 static_assert(SMALL_N == 0 || (SMALL_N & (SMALL_N - 1)) == 0, "SMALL_N must be 0 or a power of two");
 static_assert(SMALL_N * 4 <= 32768, "SMALL_N keys must fit 32 KiB of shared memory");
+static_assert(PDL == 0 || PDL == 1, "PDL must be 0 or 1");
 
 #define RADIX (1 << RADIX_BITS)
 #define DIGIT_MASK (RADIX - 1)
@@ -86,6 +93,13 @@ __device__ u32 g_totals[RADIX];
 __device__ __forceinline__ u32 to_key(u32 u) { return u ^ ((u >> 31) ? 0xffffffffu : 0x80000000u); }
 __device__ __forceinline__ u32 from_key(u32 k) { return k ^ ((k >> 31) ? 0x80000000u : 0xffffffffu); }
 __device__ __forceinline__ u32 digit_of(u32 k, int shift) { return (k >> shift) & DIGIT_MASK; }
+
+// PDL: wait until the grid this one depends on has completed (a no-op for a plain launch).
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if PDL
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 
 // Exclusive scan of one value per thread over a block of NT threads; *total gets the sum.
 // warp_sums holds NT/32 words. Ends with the block synchronised (warp_sums free again).
@@ -144,6 +158,7 @@ __device__ __forceinline__ void cta_range(int tiles, int G, long long* begin_til
 __global__ void __launch_bounds__(THREADS) upsweep(const u32* __restrict__ src, int n, int tiles, int G, int shift,
                                                    int first) {
     __shared__ u32 h[RADIX];
+    wait_for_previous_grid();
     for (int d = threadIdx.x; d < RADIX; d += THREADS) h[d] = 0;
     __syncthreads();
     long long t0, t1;
@@ -171,6 +186,7 @@ __global__ void __launch_bounds__(THREADS) upsweep(const u32* __restrict__ src, 
 // totals[d] gets the digit's count over the whole array.
 __global__ void __launch_bounds__(SCAN_THREADS) scan_counts(int G) {
     __shared__ u32 warp_sums[SCAN_THREADS / 32];
+    wait_for_previous_grid();
     u32* column = g_counts + blockIdx.x * G;
     u32 carry = 0;
     for (int base = 0; base < G; base += SCAN_THREADS) {
@@ -192,6 +208,7 @@ __global__ void __launch_bounds__(THREADS) downsweep(const u32* __restrict__ src
     __shared__ u32 s_start[RADIX];          // start of each digit within the tile
     __shared__ u32 s_cnt[RADIX];            // count of each digit within the tile
     __shared__ u32 s_sums[NWARPS];
+    wait_for_previous_grid();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const u32 lanes_below = (1u << lane) - 1u;
     {   // first slot of digit d for this CTA: keys of smaller digits (all CTAs), then of digit d (CTAs before)
@@ -288,6 +305,31 @@ __global__ void __launch_bounds__(THREADS) downsweep(const u32* __restrict__ src
     }
 }
 
+// Launches kernel<<<grid, block, 0, stream>>>(args...), with programmatic stream serialization
+// when PDL and dependent (a kernel after the first of this call).
+template <typename... Params, typename... Args>
+static void launch_on(void (*kernel)(Params...), int grid, int block, bool dependent, cudaStream_t stream,
+                      Args... args) {
+#if PDL
+    if (dependent) {
+        cudaLaunchConfig_t config = {};
+        config.gridDim = dim3((unsigned)grid);
+        config.blockDim = dim3((unsigned)block);
+        config.dynamicSmemBytes = 0;
+        config.stream = stream;
+        cudaLaunchAttribute attribute[1];
+        attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute[0].val.programmaticStreamSerializationAllowed = 1;
+        config.attrs = attribute;
+        config.numAttrs = 1;
+        cudaLaunchKernelEx(&config, kernel, ((Params)args)...);
+        return;
+    }
+#endif
+    (void)dependent;
+    kernel<<<grid, block, 0, stream>>>(((Params)args)...);
+}
+
 static int multiprocessors() {
     static int cached_device = -1, cached_sms = 0;
     int device = 0;
@@ -319,9 +361,9 @@ extern "C" int launch(const float* x, float* y, float* workspace, int N, cudaStr
         u32* dst = ((PASSES - 1 - pass) % 2 == 0) ? yk : wk;
         const int shift = pass * RADIX_BITS;
         const int first = pass == 0, last = pass == PASSES - 1;
-        upsweep<<<G, THREADS, 0, stream>>>(src, N, tiles, G, shift, first);
-        scan_counts<<<RADIX, SCAN_THREADS, 0, stream>>>(G);
-        downsweep<<<G, THREADS, 0, stream>>>(src, dst, N, tiles, G, shift, first, last);
+        launch_on(upsweep, G, THREADS, pass > 0, stream, src, N, tiles, G, shift, first);
+        launch_on(scan_counts, RADIX, SCAN_THREADS, true, stream, G);
+        launch_on(downsweep, G, THREADS, true, stream, src, dst, N, tiles, G, shift, first, last);
         src = dst;
     }
     return (int)cudaGetLastError();
