@@ -33,10 +33,10 @@
 //   Every step keeps input order among equal digits, so each pass is a stable counting sort and
 //   LSD is correct. Passes ping-pong between workspace and y; pass p writes y when PASSES-1-p is
 //   even, so the last pass always lands in y (pass 0 reads x, which is never written).
-// The per-CTA digit counts (G x 2^RADIX_BITS words, and the RADIX totals) cannot live in the workspace: for a
-// power-of-two N it is exactly N floats, all of them taken by the ping-pong. They live in a
-// fixed __device__ array of MAX_G x RADIX words, fully written by each upsweep before it is read
-// (no initialisation, no allocation). Concurrent launches of this kernel on two streams would
+// The per-CTA digit counts (G x 2^RADIX_BITS words) and the digit totals cannot live in the
+// workspace: for a power-of-two N it is exactly N floats, all of them taken by the ping-pong.
+// They live in fixed __device__ arrays (MAX_G x RADIX and RADIX words), each entry used written
+// by the upsweep or the scan before it is read (no initialisation, no allocation). Concurrent launches of this kernel on two streams would
 // share it; the task's calls are serialised on one stream.
 //
 // Knobs:
