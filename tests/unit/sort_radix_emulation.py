@@ -143,6 +143,14 @@ def downsweep(d, src, dst, written, n, tiles, G, shift, first, last, counts, tot
             for i in range(ITEMS):
                 dg = np.where(valid[:, i], digit_of(key[:, i], shift, d), R)      # (W, 32)
                 eq = dg[:, :, None] == dg[:, None, :]                           # peers masks
+                if d.get("MATCH", 0) == 1:                                      # the ballot narrowing
+                    ok = valid[:, i]
+                    same = ok[:, :, None] == ok[:, None, :]
+                    for bit in range(d["RADIX_BITS"]):
+                        on = ((dg >> bit) & 1).astype(bool)
+                        same &= on[:, :, None] == on[:, None, :]
+                    assert np.array_equal(same[ok], eq[ok]), "ballots find the same peers"
+                    eq = np.where(ok[:, :, None], same, eq)
                 count = np.where(valid[:, i], s_warp[widx, np.minimum(dg, R - 1)], 0)
                 rank[:, i] = count + (eq & below).sum(-1)
                 leader = valid[:, i] & ((eq & above).sum(-1) == 0)

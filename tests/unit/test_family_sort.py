@@ -97,7 +97,7 @@ def _c_to_formula(expr: str) -> Formula:
 def test_knobs_constraints_and_valid_fraction() -> None:
     source = _source()
     knobs = parse_knobs(source)
-    assert set(knobs) == {"RADIX_BITS", "THREADS", "ITEMS", "BLOCKS_PER_SM", "SMALL_N", "PDL"}
+    assert set(knobs) == {"RADIX_BITS", "THREADS", "ITEMS", "BLOCKS_PER_SM", "SMALL_N", "MATCH", "PDL"}
     for knob in knobs.values():
         assert knob.value in knob.choices and len(knob.choices) >= 2
         assert all(re.fullmatch(r"\d+", c) for c in knob.choices), knob
@@ -134,6 +134,7 @@ def test_gpu_combinations_are_valid_and_force_other_regimes() -> None:
     assert any(x["PASSES"] % 2 for x in d), "one combination has an odd pass count"
     assert any(x["DIGITS_PER_THREAD"] > 1 for x in d), "one combination scans several digits per thread"
     assert any(x["PDL"] == 1 for x in d), "one combination launches with programmatic serialization"
+    assert {x["MATCH"] for x in d} == {0, 1}, "both ways of finding a digit's lanes"
 
 
 # ---------------------------------------------------------------- nvcc

@@ -22,9 +22,10 @@
 //             digits + counts[d * G + b].)
 //   downsweep CTA b walks its tiles in order. A tile is read warp-striped (warp w owns 32*ITEMS
 //             consecutive keys, lane l's item i is key w*32*ITEMS + i*32 + l), so (warp, item,
-//             lane) order is input order. Each warp ranks its keys stably with __match_any_sync:
-//             a key's rank is the warp's running count of its digit plus the lanes below it that
-//             hold the same digit; the highest such lane advances the count. Per digit, the
+//             lane) order is input order. Each warp ranks its keys stably, item by item: a key's
+//             rank is the warp's running count of its digit plus the lanes below it that hold
+//             the same digit (found by __match_any_sync or by ballots, knob MATCH); the highest
+//             such lane advances the count. Per digit, the
 //             warps' counts become exclusive offsets across warps, and a block scan over digits
 //             gives each digit's start in the tile. Keys are written to shared memory in
 //             (digit, input order) order, then stored from there with consecutive threads on
@@ -45,6 +46,8 @@
 //   ITEMS          keys per thread per tile (tile = THREADS * ITEMS);
 //   BLOCKS_PER_SM  grid size G = SMs * BLOCKS_PER_SM (capped at MAX_G and the tile count);
 //   SMALL_N        the one-CTA bitonic regime's largest N (0: never; also its shared-memory size);
+//   MATCH          how a warp finds the lanes sharing a digit: 0 __match_any_sync, 1 a ballot
+//                  per digit bit (RADIX_BITS + 1 ballots; CUB's choice for its match ranking);
 //   PDL            1: every kernel after the first of a call is launched with programmatic
 //                  stream serialization (sm_90), so its launch and CTA setup overlap the previous
 //                  kernel's tail; each kernel's first statement is griddepcontrol.wait, which
@@ -58,6 +61,7 @@
 #define ITEMS 16            // knob: 4 8 12 16
 #define BLOCKS_PER_SM 2     // knob: 1 2 4 8
 #define SMALL_N 4096        // knob: 0 1024 2048 4096 8192
+#define MATCH 1             // knob: 0 1
 #define PDL 0               // knob: 0 1
 // Knob constraints (evo_fsr/knobs.py): the blocks asked for per SM fit its 2048 threads; the
 // downsweep's static shared memory (tile keys + one digit histogram per warp) stays under 44 KiB
@@ -74,6 +78,7 @@ static_assert(ITEMS >= 1, "ITEMS must be positive");
 static_assert(SMALL_N == 0 || (SMALL_N & (SMALL_N - 1)) == 0, "SMALL_N must be 0 or a power of two");
 static_assert(SMALL_N * 4 <= 32768, "SMALL_N keys must fit 32 KiB of shared memory");
 static_assert(PDL == 0 || PDL == 1, "PDL must be 0 or 1");
+static_assert(MATCH == 0 || MATCH == 1, "MATCH must be 0 or 1");
 
 #define RADIX (1 << RADIX_BITS)
 #define DIGIT_MASK (RADIX - 1)
@@ -93,6 +98,26 @@ __device__ u32 g_totals[RADIX];
 __device__ __forceinline__ u32 to_key(u32 u) { return u ^ ((u >> 31) ? 0xffffffffu : 0x80000000u); }
 __device__ __forceinline__ u32 from_key(u32 k) { return k ^ ((k >> 31) ? 0x80000000u : 0xffffffffu); }
 __device__ __forceinline__ u32 digit_of(u32 k, int shift) { return (k >> shift) & DIGIT_MASK; }
+
+// The lanes of the warp whose digit equals this lane's (all 32 lanes call it; invalid lanes hold
+// d = RADIX and get the invalid lanes). MATCH 0: __match_any_sync; MATCH 1: one ballot for
+// validity and one per digit bit, narrowing the mask to lanes agreeing on each.
+__device__ __forceinline__ u32 same_digit_lanes(u32 d, bool valid) {
+#if MATCH == 0
+    (void)valid;
+    return __match_any_sync(0xffffffffu, d);
+#else
+    const u32 v = __ballot_sync(0xffffffffu, valid);
+    u32 peers = valid ? v : ~v;
+#pragma unroll
+    for (int b = 0; b < RADIX_BITS; ++b) {
+        const bool bit = (d >> b) & 1u;
+        const u32 ones = __ballot_sync(0xffffffffu, bit);
+        peers &= bit ? ones : ~ones;
+    }
+    return peers;
+#endif
+}
 
 // PDL: wait until the grid this one depends on has completed (a no-op for a plain launch).
 __device__ __forceinline__ void wait_for_previous_grid() {
@@ -247,7 +272,7 @@ __global__ void __launch_bounds__(THREADS) downsweep(const u32* __restrict__ src
         for (int i = 0; i < ITEMS; ++i) {
             const bool valid = warp * 32 * ITEMS + i * 32 + lane < valid_in_tile;
             const u32 d = valid ? digit_of(key[i], shift) : (u32)RADIX;   // RADIX: matches no digit
-            const u32 peers = __match_any_sync(0xffffffffu, d);
+            const u32 peers = same_digit_lanes(d, valid);
             u32 count = 0;
             if (valid) count = s_warp[warp][d];
             rank[i] = count + __popc(peers & lanes_below);
