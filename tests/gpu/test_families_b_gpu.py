@@ -73,6 +73,16 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         {"SINGLE_MAX": "4096", "CLUSTER": "4", "RADIX_BITS": "4", "ITEMS": "1", "AGG": "1"},
         {"SINGLE_MAX": "4096", "CLUSTER": "2", "CACHE": "0", "THREADS": "512", "ITEMS": "2"},
     ],
+    # sort/radix: every shape through the digit passes (N = 1 included), 5 passes (odd parity,
+    # a 4-bit last digit), tiles of 512 (several per CTA); 8-bit digits scanned 2 per thread with
+    # a 1024-key bitonic regime; 4-bit digits (8 passes) with the 8192-key bitonic regime; the
+    # last two with programmatic dependent launch (PDL); the first finds a digit's lanes with
+    # __match_any_sync, the others (default) with ballots.
+    ("sort", "radix"): [
+        {"RADIX_BITS": "7", "THREADS": "128", "ITEMS": "4", "BLOCKS_PER_SM": "1", "SMALL_N": "0", "MATCH": "0"},
+        {"RADIX_BITS": "8", "THREADS": "128", "ITEMS": "16", "BLOCKS_PER_SM": "8", "SMALL_N": "1024", "PDL": "1"},
+        {"RADIX_BITS": "4", "THREADS": "512", "ITEMS": "8", "BLOCKS_PER_SM": "4", "SMALL_N": "8192", "PDL": "1"},
+    ],
 }
 CASES = [(task, seed, i) for (task, seed), combos in COMBOS.items() for i in range(len(combos) + 1)]
 
