@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from evo_fsr.tasks import get_task
+from evo_fsr.tasks import TASKS_PATH_ENV, get_task
 from evo_fsr.types import EvalResult, ShapeTiming, Status
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_vs_library.py"
@@ -42,11 +43,17 @@ def test_a_failed_verdict_is_one_row() -> None:
     assert len(rows) == 1 and rows[0][3] == "compile_error" and len(rows[0]) == len(bench.HEADER)
 
 
-def test_kernel_specs(tmp_path: Path) -> None:
+def test_kernel_specs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     task = get_task("conv2d")
     assert bench.resolve_kernel(task, None)[0] == "seed:implicit_gemm"
     assert bench.resolve_kernel(get_task("relu"), None)[0] == "seed:vectorized"   # its family
+    assert bench.resolve_kernel(get_task("topk"), None)[0] == "seed:radix_select"
+    # a task with no family (every built-in one has one now): a user's copy of topk without it
+    shutil.copytree(Path(__file__).resolve().parents[2] / "tasks" / "topk", tmp_path / "user" / "topk")
+    (tmp_path / "user" / "topk" / "seeds" / "radix_select.cu").unlink()
+    monkeypatch.setenv(TASKS_PATH_ENV, str(tmp_path / "user"))
     assert bench.resolve_kernel(get_task("topk"), None)[0] == "seed:naive"         # no family: naive
+    monkeypatch.delenv(TASKS_PATH_ENV)
     (tmp_path / "best.cu").write_text("// best\n")
     assert bench.resolve_kernel(task, str(tmp_path)) == (str(tmp_path / "best.cu"), "// best\n")
     with pytest.raises(SystemExit, match="no such seed"):
