@@ -179,3 +179,38 @@ def test_slack_is_the_noise_of_medians_not_of_one_call() -> None:
     assert calibration.slack_ms(30) < calibration.slack_ms(5) <= calibration.slack_ms(1) <= iqr + 1e-12
     forged = [CallTimes(0.5, 0.502, 0.51, c.window_ms) for c in base]          # claims half of its 1 ms
     assert credited_ms(forged, calibration) > 0.97
+
+
+class _DeviceArray:
+    """Stands for a CuPy array: refuses implicit conversion to NumPy, as CuPy does."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a, self.size, self.dtype = a, a.size, a.dtype
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError("Implicit conversion to a NumPy array is not allowed")
+
+
+class _DeviceXp:
+    @staticmethod
+    def asnumpy(a):
+        return a.a if isinstance(a, _DeviceArray) else np.asarray(a)
+
+
+def test_a_tasks_own_compare_gets_host_arrays_for_device_data() -> None:
+    """The GPU path hands device arrays to check_outputs; a task's compare (topk's) works on
+    NumPy, for the inputs too (on an H100 every topk sweep call raised before this)."""
+    from evo_fsr.tasks import get_task
+    task = get_task("topk")
+    x = np.random.default_rng(1).standard_normal(1000).astype(np.float32)
+    order = np.argsort(-x, kind="stable")[:10]
+    outputs = {"values": x[order], "indices": order.astype(np.int32)}
+    expected = task.reference({"x": x}, {"N": 1000, "K": 10})
+    device = {k: _DeviceArray(np.asarray(v)) for k, v in outputs.items()}
+    found = check_outputs(device, {k: _DeviceArray(np.asarray(v)) for k, v in expected.items()},
+                          {"x": _DeviceArray(x)}, {"N": 1000, "K": 10}, task.tol, "s", exact=True,
+                          custom_compare=task.custom_compare, xp=_DeviceXp)
+    assert found is None
+    wrong = dict(device, values=_DeviceArray(np.sort(x)[:10]))
+    assert check_outputs(wrong, expected, {"x": _DeviceArray(x)}, {"N": 1000, "K": 10}, task.tol, "s",
+                         exact=True, custom_compare=task.custom_compare, xp=_DeviceXp) is not None
