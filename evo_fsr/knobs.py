@@ -39,7 +39,7 @@ _KNOB_RE = re.compile(
     re.M,
 )
 
-_CONSTRAINT_RE = re.compile(r"^[ \t]*//[ \t]*constraint:[ \t]*(?P<formula>[^\n]*?)[ \t]*$", re.M)
+CONSTRAINT_RE = re.compile(r"^[ \t]*//[ \t]*constraint:[ \t]*(?P<formula>[^\n]*?)[ \t]*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def set_knobs(source: str, values: dict[str, str]) -> str:
 
 def parse_constraints(source: str) -> tuple[Formula, ...]:
     """The source's ``// constraint: FORMULA`` lines; one that does not parse raises FormulaError."""
-    return tuple(Formula(match["formula"]) for match in _CONSTRAINT_RE.finditer(source))
+    return tuple(Formula(match["formula"]) for match in CONSTRAINT_RE.finditer(source))
 
 
 def _number(value: str) -> int | float | None:

@@ -11,7 +11,6 @@ Correctness on a GPU is the GPU suite's job (tests/gpu: every seed of every task
 """
 from __future__ import annotations
 
-import itertools
 import random
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -19,10 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from evo_fsr import knobs as knobs_module
-from evo_fsr.formulas import Formula
 from evo_fsr.knobs import KnobSpace, parse_knobs, set_knobs
 from evo_fsr.tasks import get_task
 from evo_fsr.verdict.compile import compile_source, nvcc_path
+
+from knob_checks import CONSTRAINT_RE as _CONSTRAINT_RE, broken as _broken, combinations as _all_assignments  # noqa: E402
+from knob_checks import constraints as _constraints, defaults as _defaults  # noqa: E402
 
 #: (task, family): the seed file tasks/<task>/seeds/<family>.cu
 FAMILIES = [
@@ -39,36 +40,12 @@ MIN_VALID_FRACTION = 0.7
 RANDOM_COMBINATIONS = 2          # compiled per family besides the default (seeded, so CI is stable)
 SEED = 13
 
-_CONSTRAINT_RE = re.compile(r"^[ \t]*//[ \t]*constraint:[ \t]*(?P<formula>[^\n]*?)[ \t]*$", re.M)
 
 
 def _source(task: str, family: str) -> str:
     seeds = get_task(task).seeds()
     assert family in seeds, f"tasks/{task}/seeds/{family}.cu is missing"
     return seeds[family]
-
-
-def _constraints(source: str) -> list[Formula]:
-    return [Formula(m["formula"]) for m in _CONSTRAINT_RE.finditer(source)]
-
-
-def _env(values: dict[str, str]) -> dict[str, int]:
-    return {name: int(value) for name, value in values.items()}
-
-
-def _broken(constraints: list[Formula], values: dict[str, str]) -> list[str]:
-    env = _env(values)
-    return [c.text for c in constraints if not c(env)]
-
-
-def _all_assignments(source: str) -> list[dict[str, str]]:
-    declared = parse_knobs(source)
-    names = list(declared)
-    return [dict(zip(names, combo)) for combo in itertools.product(*(declared[n].choices for n in names))]
-
-
-def _defaults(source: str) -> dict[str, str]:
-    return {name: knob.value for name, knob in parse_knobs(source).items()}
 
 
 def _without_constraints(source: str) -> str:

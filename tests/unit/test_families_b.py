@@ -9,10 +9,8 @@ family, seeded), while an invalid combination stops at the static_assert in nvcc
 """
 from __future__ import annotations
 
-import itertools
 import os
 import random
-import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -21,6 +19,10 @@ from evo_fsr.formulas import Formula
 from evo_fsr.knobs import parse_knobs, set_knobs
 from evo_fsr.tasks import get_task
 from evo_fsr.verdict.compile import CompileResult, compile_source
+
+from knob_checks import CONSTRAINT_RE as _CONSTRAINT_RE, KNOB_ASSERT_RE as _KNOB_ASSERT_RE  # noqa: E402
+from knob_checks import c_to_formula as _c_to_formula, combinations as _combinations  # noqa: E402
+from knob_checks import constraints as _constraints, valid as _valid  # noqa: E402
 
 #: (task, seed file stem) of the families this module covers.
 FAMILIES = [
@@ -39,32 +41,10 @@ SAMPLE_SEED = 13
 
 Compiled = dict[tuple[str, str], list[tuple[dict[str, str], CompileResult]]]
 
-_CONSTRAINT_RE = re.compile(r"^[ \t]*//[ \t]*constraint:[ \t]*(?P<formula>[^\n]*?)[ \t]*$", re.M)
-_KNOB_ASSERT_RE = re.compile(r'static_assert\((?P<expr>[^;]*?),\s*"knob constraint: (?P<text>[^"]*)"\)\s*;')
 
 
 def _source(task: str, seed: str) -> str:
     return get_task(task).seeds()[seed]
-
-
-def _constraints(source: str) -> list[Formula]:
-    return [Formula(m["formula"]) for m in _CONSTRAINT_RE.finditer(source)]
-
-
-def _combinations(source: str) -> list[dict[str, str]]:
-    knobs = list(parse_knobs(source).values())
-    return [dict(zip((k.name for k in knobs), values)) for values in itertools.product(*(k.choices for k in knobs))]
-
-
-def _valid(constraints: list[Formula], values: dict[str, str]) -> bool:
-    env = {name: int(value) for name, value in values.items()}
-    return all(bool(c(env)) for c in constraints)
-
-
-def _c_to_formula(expr: str) -> Formula:
-    """A single-comparison C constant expression over knob names in formulas.py syntax
-    (C's integer ``/`` is ``//`` there)."""
-    return Formula(re.sub(r"(?<!/)/(?!/)", "//", expr))
 
 
 def _compile(task: str, source: str) -> CompileResult:

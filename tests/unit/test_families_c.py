@@ -23,10 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from evo_fsr.formulas import Formula
 from evo_fsr.knobs import KnobSpace, parse_constraints, parse_knobs, set_knobs
 from evo_fsr.tasks import get_task
 from evo_fsr.verdict.compile import compile_source, nvcc_path
+
+from knob_checks import CONSTRAINT_RE as _CONSTRAINT_RE, broken as _broken, combinations as _all_assignments  # noqa: E402
+from knob_checks import defaults as _defaults, ints as _ints  # noqa: E402
 
 import families_c_emulation as emu  # tests/unit is on sys.path (pytest rootdir-less import)
 
@@ -37,32 +39,12 @@ SEED = 12
 #: Emulated validation shapes: at most this many multiply-adds (the rest take minutes in NumPy).
 EMULATION_WORK_LIMIT = 20_000_000
 
-_CONSTRAINT_RE = re.compile(r"^[ \t]*//[ \t]*constraint:[ \t]*(?P<formula>[^\n]*?)[ \t]*$", re.M)
 
 
 def _source(task: str, family: str) -> str:
     seeds = get_task(task).seeds()
     assert family in seeds, f"tasks/{task}/seeds/{family}.cu is missing"
     return seeds[family]
-
-
-def _defaults(source: str) -> dict[str, str]:
-    return {name: knob.value for name, knob in parse_knobs(source).items()}
-
-
-def _ints(values: dict[str, str]) -> dict[str, int]:
-    return {name: int(value) for name, value in values.items()}
-
-
-def _all_assignments(source: str) -> list[dict[str, str]]:
-    declared = parse_knobs(source)
-    names = list(declared)
-    return [dict(zip(names, combo)) for combo in itertools.product(*(declared[n].choices for n in names))]
-
-
-def _broken(constraints: tuple[Formula, ...], values: dict[str, str]) -> list[str]:
-    env = _ints(values)
-    return [c.text for c in constraints if not c(env)]
 
 
 def _compile(task: str, source: str, *flags: str):

@@ -12,7 +12,6 @@ kernel (tests/gpu/test_families_b_gpu.py COMBOS).
 from __future__ import annotations
 
 import importlib.util
-import itertools
 import random
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -21,10 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evo_fsr.formulas import Formula
 from evo_fsr.knobs import KnobSpace, parse_constraints, parse_knobs, set_knobs
 from evo_fsr.tasks import get_task
 from evo_fsr.verdict.compile import compile_source
+
+from knob_checks import CONSTRAINT_RE as _CONSTRAINT_RE, KNOB_ASSERT_RE as _KNOB_ASSERT_RE  # noqa: E402
+from knob_checks import c_to_formula as _c_to_formula, combinations as _combinations, ints as _ints  # noqa: E402
 
 import sort_radix_emulation as emu  # tests/unit is on sys.path (rootdir-less import)
 
@@ -33,8 +34,6 @@ MIN_VALID_FRACTION = 0.7
 SAMPLE_SEED = 13
 DISTRIBUTIONS = ["random", "duplicates", "special_values", "sorted", "reversed", "all_equal"]
 
-_CONSTRAINT_RE = re.compile(r"^[ \t]*//[ \t]*constraint:[ \t]*(?P<formula>[^\n]*?)[ \t]*$", re.M)
-_KNOB_ASSERT_RE = re.compile(r'static_assert\((?P<expr>[^;]*?),\s*"knob constraint: (?P<text>[^"]*)"\)\s*;')
 
 
 def _source() -> str:
@@ -50,15 +49,6 @@ def _reference_module():
 
 
 REF = _reference_module()
-
-
-def _combinations(source: str) -> list[dict[str, str]]:
-    knobs = list(parse_knobs(source).values())
-    return [dict(zip((k.name for k in knobs), values)) for values in itertools.product(*(k.choices for k in knobs))]
-
-
-def _ints(values: dict[str, str]) -> dict[str, int]:
-    return {name: int(value) for name, value in values.items()}
 
 
 def _broken(values: dict[str, str]) -> list[str]:
@@ -84,12 +74,6 @@ def _gpu_combos() -> list[dict[str, str]]:
 
 def _compile(source: str, *flags: str):
     return compile_source(source, get_task(TASK).header(), "sm_90", cache_dir=None, extra_flags=tuple(flags))
-
-
-def _c_to_formula(expr: str) -> Formula:
-    """A static_assert's C expression in formulas.py syntax: integer / is //, (1 << X) is 2 ** X."""
-    expr = re.sub(r"\(1 << (\w+)\)", r"2 ** \1", expr)
-    return Formula(re.sub(r"(?<!/)/(?!/)", "//", expr))
 
 
 # ---------------------------------------------------------------- knobs and constraints

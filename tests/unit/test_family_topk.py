@@ -16,7 +16,6 @@ with reference.compare().  The GPU suite (tests/gpu/test_families_b_gpu.py) runs
 """
 from __future__ import annotations
 
-import itertools
 import random
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +28,10 @@ from evo_fsr.knobs import KnobSpace, parse_knobs, set_knobs
 from evo_fsr.tasks import get_task
 from evo_fsr.verdict.compile import compile_source
 
+from knob_checks import CONSTRAINT_RE as _CONSTRAINT_RE, KNOB_ASSERT_RE as _KNOB_ASSERT_RE  # noqa: E402
+from knob_checks import combinations as _combinations, constraints as _constraints  # noqa: E402
+from knob_checks import defaults as _defaults, valid as _valid  # noqa: E402
+
 TASK, SEED_NAME = "topk", "radix_select"
 MIN_VALID_FRACTION = 0.7
 SAMPLE_SEED = 13
@@ -36,32 +39,12 @@ MAXK = 512
 CACHE_MAX = 49152
 SMEM_PER_BLOCK = 232448            # sm_90: 227 KB of shared memory per block, static + dynamic
 
-_CONSTRAINT_RE = re.compile(r"^[ \t]*//[ \t]*constraint:[ \t]*(?P<formula>[^\n]*?)[ \t]*$", re.M)
-_KNOB_ASSERT_RE = re.compile(r'static_assert\((?P<expr>[^;]*?),\s*"knob constraint: (?P<text>[^"]*)"\)\s*;')
 
 
 def _source() -> str:
     seeds = get_task(TASK).seeds()
     assert SEED_NAME in seeds, f"tasks/{TASK}/seeds/{SEED_NAME}.cu is missing"
     return seeds[SEED_NAME]
-
-
-def _constraints(source: str) -> list[Formula]:
-    return [Formula(m["formula"]) for m in _CONSTRAINT_RE.finditer(source)]
-
-
-def _combinations(source: str) -> list[dict[str, str]]:
-    knobs = list(parse_knobs(source).values())
-    return [dict(zip((k.name for k in knobs), values)) for values in itertools.product(*(k.choices for k in knobs))]
-
-
-def _valid(constraints: list[Formula], values: dict[str, str]) -> bool:
-    env = {name: int(value) for name, value in values.items()}
-    return all(bool(c(env)) for c in constraints)
-
-
-def _defaults(source: str) -> dict[str, str]:
-    return {name: knob.value for name, knob in parse_knobs(source).items()}
 
 
 def _sample(source: str) -> list[dict[str, str]]:
@@ -224,7 +207,7 @@ def emulate(x: np.ndarray, K: int, knobs: dict[str, int], mis: int = 0) -> dict[
     n = x.size
     p = plan(n, K, knobs, mis)
     k, cl, chunk = p["k"], p["cl"], p["chunk"]
-    T, RB, ITEMS = knobs["THREADS"], knobs["RADIX_BITS"], knobs["ITEMS"]
+    T, RB = knobs["THREADS"], knobs["RADIX_BITS"]
     keys = to_key(x).astype(np.int64)
     ctas = [cta_positions(n, mis, r, chunk) for r in range(cl)]
     owned = np.concatenate([g for _, g, _ in ctas])
