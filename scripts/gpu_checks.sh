@@ -6,7 +6,7 @@
 #   scripts/gpu_checks.sh tests        # pytest -m gpu: evaluator, families, distributions, export, LLM
 #   scripts/gpu_checks.sh adversarial  # suites v2 (verdict table printed) and v1
 #   scripts/gpu_checks.sh library      # families against the library, interleaved, one process
-#   scripts/gpu_checks.sh cost         # conv2d cost per candidate on the ResNet-50 set, one GPU
+#   scripts/gpu_checks.sh cost         # conv2d cost per candidate, ResNet-50 set: old protocol vs this one
 #   scripts/gpu_checks.sh resume       # SIGKILL a real run mid-generation, then --resume (issue 15)
 #
 # Lessons of the 2026-11-23 H100 session: a fault in one pytest process makes its CUDA context
@@ -16,7 +16,7 @@
 set -uo pipefail
 out=${OUT:-gpu-logs}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:-$PWD}
-P="python3 -m pytest -m gpu -q -p no:cacheprovider -rfE"
+P="python3 -m pytest -m gpu -q -p no:cacheprovider -rfE --durations=8"
 step() { echo; echo "=== $* ($(date +%T))"; }
 nvidia-smi -L
 case "${1:-tests}" in
@@ -39,9 +39,11 @@ library)
         prefix_sum cross_entropy --trials 30 --markdown "$out/vs_library.md" 2>&1 | tee "$out/vs_library.log" | tail -n 60
     ;;
 cost)
-    step "conv2d cost per candidate, one GPU"
-    timeout 420 python3 scripts/bench_scaling.py --task conv2d --pop 32 --gens 10 --gpus 1 --mode steady \
-        --timeout-s 300 2>&1 | tee "$out/cost.log" | tail -n 40
+    # before/after on the same kernels, one process per version, alternating (issue 11); the
+    # older checkout lies in .bench/before (git archive 062ac66 | tar -x -C .bench/before; carry it)
+    step "conv2d cost per candidate, ResNet-50 set, one GPU: protocol v1 (062ac66) against this checkout"
+    timeout 560 python3 scripts/bench_cost.py --old .bench/before --task conv2d --variants ${VARIANTS:-5} \
+        --rounds ${ROUNDS:-2} --timeout-s 240 --out "$out/cost" 2>&1 | tee "$out/cost.log" | tail -n 20
     ;;
 resume)
     step "kill a real run mid-generation, then resume"
