@@ -8,6 +8,7 @@
 #   scripts/gpu_checks.sh library      # families against the library, interleaved, one process
 #   scripts/gpu_checks.sh cost         # conv2d cost per candidate, ResNet-50 set: old protocol vs this one
 #   scripts/gpu_checks.sh resume       # SIGKILL a real run mid-generation, then --resume (issue 15)
+#   TASKS="a b" REPEAT=5 scripts/gpu_checks.sh seeds   # every seed of the tasks on fresh input draws
 #
 # Lessons of the 2026-11-23 H100 session: a fault in one pytest process makes its CUDA context
 # unusable, so groups run in separate processes; two GPU processes at once perturb the
@@ -65,5 +66,25 @@ print(f"records {len(records)}, evaluated {len(evaluated)}, distinct ids {len(id
 EOF
     cp "$run/candidates.jsonl" "$out/resume_candidates.jsonl" 2>/dev/null
     ;;
-*) echo "unknown step ${1}: tests | adversarial | library | cost | resume"; exit 2 ;;
+seeds)
+    # every seed of TASKS on REPEAT fresh secret input draws (a rare-draw false reject shows here)
+    step "seeds of ${TASKS:-cross_entropy} x ${REPEAT:-5}"
+    timeout 200 python3 - <<'EOF' 2>&1 | tee "$out/seeds.log" | tail -n 30
+import os
+from evo_fsr.tasks import get_task
+from evo_fsr.types import Candidate, Status
+from evo_fsr.verdict.evaluate import EvalConfig, Evaluator
+bad = 0
+for name in os.environ.get("TASKS", "cross_entropy").split():
+    task = get_task(name)
+    ev = Evaluator(task, EvalConfig(profile=False, validation_seeds=2))
+    for rep in range(int(os.environ.get("REPEAT", "5"))):
+        for seed, source in task.seeds().items():
+            r = ev.evaluate(Candidate(task=name, source=source, label=seed))
+            bad += r.status is not Status.OK
+            print(f"{name}/{seed} draw {rep}: {r.status.value} {'' if r.status is Status.OK else r.summary}")
+print(f"not ok: {bad}")
+EOF
+    ;;
+*) echo "unknown step ${1}: tests | adversarial | library | cost | resume | seeds"; exit 2 ;;
 esac

@@ -41,7 +41,8 @@ def library_median_ms(task: Task, shape: Shape, inputs: dict[str, np.ndarray], e
             got = {k: v.detach().cpu().numpy() for k, v in out.items()}
             expected = {k: v if isinstance(v, np.ndarray) else v.get() for k, v in expected.items()}
             bad = check_outputs(got, expected, inputs, shape.env, task.tol, shape.label,
-                                exact=task.precision == "exact", custom_compare=task.custom_compare)
+                                exact=task.precision == "exact", custom_compare=task.custom_compare,
+                                error_scale=task.error_scale)
             if bad:
                 log.warning("library implementation of %s disagrees with the reference: %s", task.name, bad.describe())
                 return None

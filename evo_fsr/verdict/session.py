@@ -107,7 +107,8 @@ class Session:
             return changed
         outputs = {k: v for k, v in captured.items() if not k.startswith("after:")}
         return check_outputs(outputs, expected, inputs, shape.env, self.task.tol, shape.label,
-                             exact=self.task.precision == "exact", custom_compare=self.task.custom_compare, xp=xp)
+                             exact=self.task.precision == "exact", custom_compare=self.task.custom_compare, xp=xp,
+                             error_scale=self.task.error_scale)
 
     def _check_libraries(self) -> None:
         """Shared objects mapped into the runner besides its own needs and the candidate's library,
@@ -210,7 +211,8 @@ class Session:
         exact = self.task.precision == "exact"
         expected = {k: (first[k] if exact else first[k].astype(np.float64)) for k in outputs}
         found = check_outputs({k: again[k] for k in outputs}, expected, inputs, shape.env, self.task.tol,
-                              shape.label, exact=exact, custom_compare=self.task.custom_compare)
+                              shape.label, exact=exact, custom_compare=self.task.custom_compare,
+                              error_scale=self.task.error_scale)
         if found:
             return Mismatch(found.shape_label, found.output, found.index, found.got, found.expected,
                             "non-deterministic beyond the tolerance: a second run on the same inputs differs "

@@ -4,7 +4,9 @@ Rules (DESIGN.md section 5, tasks/README.md):
 - NaN or Inf where the reference is finite is a mismatch (outputs are NaN-poisoned before the
   call, so an element the kernel never wrote shows up here);
 - norm-wise ``||got - ref|| / ||ref|| <= norm_rtol`` and element-wise
-  ``|got - ref| <= atol * rms(ref) + rtol * |ref|``, both required;
+  ``|got - ref| <= atol * rms(ref) + rtol * |ref|``, both required, after forgiving a per-element
+  absolute floor: ``flush_floor_per_input`` x inputs (flushed subnormals) plus ``scale_rtol`` x
+  the task's ``error_scale`` (roundoff of the terms a cancelling output is computed from);
 - ``exact`` policy: equality;
 - inputs must come back unchanged (bitwise).
 The first mismatch (output, index, got, expected, reason) is returned for feedback.
@@ -51,11 +53,12 @@ def widen(a: Any, xp: Any = np) -> Any:
 
 
 def compare_output(name: str, got: Any, expected: Any, tol: Mapping[str, float],
-                   shape_label: str, exact: bool = False, xp: Any = np, floor: float = 0.0) -> Mismatch | None:
+                   shape_label: str, exact: bool = False, xp: Any = np, floor: Any = 0.0) -> Mismatch | None:
     """First mismatch between one output and its reference, or None.
 
     ``xp`` is NumPy or CuPy: large benchmark outputs are compared on the GPU by the trusted
-    evaluator process (the arrays must then be CuPy arrays).
+    evaluator process (the arrays must then be CuPy arrays).  ``floor``: absolute error forgiven,
+    a scalar or an array broadcastable to the output.
     """
     if tuple(got.shape) != tuple(expected.shape):
         return Mismatch(shape_label, name, (), float("nan"), float("nan"),
@@ -89,8 +92,13 @@ def compare_output(name: str, got: Any, expected: Any, tol: Mapping[str, float],
                         "reference is nan/inf here and the output differs")
     all_finite = bool(finite_ref.all())
     positions = None if all_finite else xp.flatnonzero(finite_ref)
+    array_floor = not isinstance(floor, (int, float))
+    if array_floor:
+        floor = xp.broadcast_to(xp.asarray(floor, dtype=xp.float64), shape).reshape(-1)
     if not all_finite:
         g, e = g[finite_ref], e[finite_ref]
+        if array_floor:
+            floor = floor[finite_ref]
     if e.size == 0:
         return None
 
@@ -98,7 +106,7 @@ def compare_output(name: str, got: Any, expected: Any, tol: Mapping[str, float],
         return _index(i if positions is None else int(positions[i]), shape)
 
     diff = xp.abs(g - e)
-    if floor > 0:                       # forgiven absolute error (flushed subnormals), see task_model
+    if array_floor or floor > 0:        # forgiven absolute error, see task_model (PRECISION_POLICIES)
         diff = xp.maximum(diff - floor, 0.0)
     rms = float(xp.sqrt(xp.mean(e * e)))
     bound = tol["atol"] * rms + tol["rtol"] * xp.abs(e)
@@ -145,8 +153,9 @@ def _bitwise_equal(a: Any, b: Any, xp: Any = np) -> Any:
 
 def check_outputs(outputs: Mapping[str, Any], expected: Mapping[str, Any], inputs: Mapping[str, np.ndarray],
                   dims: Mapping[str, Any], tol: Mapping[str, float], shape_label: str, exact: bool,
-                  custom_compare: Any = None, xp: Any = np) -> Mismatch | None:
-    """All outputs of one launch; a task's own ``compare`` (NumPy arrays) takes over where defined."""
+                  custom_compare: Any = None, xp: Any = np, error_scale: Any = None) -> Mismatch | None:
+    """All outputs of one launch; a task's own ``compare`` (NumPy arrays) takes over where defined.
+    ``error_scale``: the task's (``Task.error_scale``), evaluated on the trusted inputs."""
     if custom_compare is not None:
         host = (lambda a: a) if xp is np else xp.asnumpy
         found = custom_compare({k: host(v) for k, v in outputs.items()}, {k: host(v) for k, v in expected.items()},
@@ -156,8 +165,12 @@ def check_outputs(outputs: Mapping[str, Any], expected: Mapping[str, Any], input
         name, index, got, want, reason = found
         return Mismatch(shape_label, str(name), tuple(int(i) for i in index), float(got), float(want), str(reason))
     floor = tol.get("flush_floor_per_input", 0.0) * sum(int(getattr(v, "size", 1)) for v in inputs.values())
+    scales = error_scale(inputs, dict(dims), xp) if error_scale is not None and not exact else {}
     for name, ref in expected.items():
-        found = compare_output(name, outputs[name], ref, tol, shape_label, exact, xp=xp, floor=floor)
+        this_floor: Any = floor
+        if name in scales and tol.get("scale_rtol", 0.0) > 0:
+            this_floor = floor + tol["scale_rtol"] * xp.abs(xp.asarray(scales[name], dtype=xp.float64))
+        found = compare_output(name, outputs[name], ref, tol, shape_label, exact, xp=xp, floor=this_floor)
         if found:
             return found
     return None

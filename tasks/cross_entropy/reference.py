@@ -32,6 +32,21 @@ def reference(inputs: Mapping[str, Any], dims: Mapping[str, int], xp: Any = np) 
     return {"out": xp.reshape(xp.mean(lse - picked), (1,))}
 
 
+def error_scale(inputs: Mapping[str, Any], dims: Mapping[str, int], xp: Any = np) -> dict[str, Any]:
+    """The magnitude the mean loss is computed from: per row |max| + |logit of the label| + log C.
+
+    loss_i = (m_i - x_label) + log(sum exp(x - m_i)) cancels when the label holds the row's
+    maximum by far: a one-row case with |logits| ~ 100s has a true loss ~1e-12 (or 1e-40), and
+    float32 gives 0.0 however it is computed, off by ulps of the terms (~1e-5), not of the result.
+    The validator forgives ``scale_rtol`` (fp32_strict: 1e-6) times this, ~1e-4 on such a row;
+    the mean loss of any realistic batch is far above it."""
+    x = xp.asarray(inputs["logits"], dtype=xp.float64)
+    labels = xp.asarray(inputs["labels"]).astype(xp.int64)
+    picked = xp.take_along_axis(x, labels[:, None], axis=1)[:, 0]
+    per_row = xp.abs(xp.max(x, axis=1)) + xp.abs(picked) + float(np.log(max(int(dims["C"]), 2)))
+    return {"out": xp.reshape(xp.mean(per_row), (1,))}
+
+
 def library(inputs: Mapping[str, Any], dims: Mapping[str, Any], torch: Any) -> dict[str, Any]:
     """The library implementation timed beside candidates (PyTorch, float32, TF32 off)."""
     return {"out": torch.nn.functional.cross_entropy(inputs["logits"], inputs["labels"].long()).reshape(1)}

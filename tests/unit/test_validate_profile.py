@@ -168,6 +168,44 @@ def test_flushed_subnormals_are_forgiven_only_up_to_n_times_flt_min() -> None:
     assert check_outputs(flushed, expected_tiny, {"x": tiny}, {"N": 1000}, task.tol, "s", exact=False) is not None
 
 
+def _float32_cross_entropy(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The textbook float32 computation a legitimate kernel does (max-shifted log-sum-exp)."""
+    m = logits.max(axis=1)
+    s = np.exp(logits - m[:, None]).sum(axis=1, dtype=np.float32)
+    loss = (m + np.log(s)) - logits[np.arange(len(labels)), labels]
+    return np.array([loss.astype(np.float32).mean(dtype=np.float32)], dtype=np.float32)
+
+
+def test_a_cancelling_cross_entropy_row_is_judged_by_the_scale_of_its_terms() -> None:
+    """Seen on an H100: one row of large_magnitude logits whose label holds the maximum by far has
+    a true loss of 2.9e-12 and any float32 kernel returns 0.0; the relative tolerance rejected
+    the task's own seed.  The task's error_scale forgives ulps of the terms; a loss that is off
+    by more (a wrong label, a missing max shift, an fp16 computation) still fails."""
+    from evo_fsr.tasks import get_task
+    task = get_task("cross_entropy")
+    logits = np.array([[-120.0, 35.0, 8.5, -60.0, 2.0, 0.0, 9.0, -3.0, 4.0, 7.25]], dtype=np.float32)
+    labels = np.array([1], dtype=np.int32)
+    inputs, dims = {"logits": logits, "labels": labels}, {"N": 1, "C": 10}
+    expected = task.reference(inputs, dims)
+    assert 0 < float(expected["out"][0]) < 1e-10
+    got = {"out": _float32_cross_entropy(logits, labels)}
+    assert float(got["out"][0]) == 0.0
+    args = (inputs, dims, task.tol, "one_row", False)
+    assert check_outputs(got, expected, *args, error_scale=task.error_scale) is None
+    assert check_outputs(got, expected, *args) is not None          # the bare relative tolerance
+    assert check_outputs({"out": np.array([1e-3], np.float32)}, expected, *args, error_scale=task.error_scale)
+    # an ordinary batch: the forgiven amount is far below the loss, so a 1e-3 relative error fails
+    rng = np.random.default_rng(5)
+    batch = {"logits": (rng.standard_normal((4096, 10)) * 2).astype(np.float32),
+             "labels": rng.integers(0, 10, 4096).astype(np.int32)}
+    bdims = {"N": 4096, "C": 10}
+    ref = task.reference(batch, bdims)
+    good = {"out": _float32_cross_entropy(batch["logits"], batch["labels"])}
+    assert check_outputs(good, ref, batch, bdims, task.tol, "b", False, error_scale=task.error_scale) is None
+    off = {"out": (good["out"] * np.float32(1.001)).astype(np.float32)}
+    assert check_outputs(off, ref, batch, bdims, task.tol, "b", False, error_scale=task.error_scale) is not None
+
+
 def test_slack_is_the_noise_of_medians_not_of_one_call() -> None:
     """The allowance shrinks with the number of calls compared: a runner forging its times hides
     at most two standard errors of the medians, far less than one call's spread."""
