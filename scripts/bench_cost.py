@@ -118,7 +118,9 @@ def main() -> int:
     parser.add_argument("--shapes", default=None, help="benchmark set (default: the task's default)")
     parser.add_argument("--variants", type=int, default=8, help="knob variants per old seed")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--trials", type=int, default=50)
+    parser.add_argument("--trials", type=int, default=50, help="timed calls per shape, both versions")
+    parser.add_argument("--also-new-trials", type=int, nargs="*", default=[],
+                        help="also the newer version at these trial counts (e.g. its evolve default, 30)")
     parser.add_argument("--timeout-s", type=float, default=300.0, help="per process")
     parser.add_argument("--out", type=Path, default=None, help="folder for logs and JSON")
     args = parser.parse_args()
@@ -132,12 +134,13 @@ def main() -> int:
     folder.mkdir(exist_ok=True)
     files = write_candidates(args.old, args.new, args.task, args.variants, folder)
     print(f"{len(files)} candidates: {', '.join(f.stem for f in files)}", flush=True)
-    versions = {"old": args.old.resolve(), "new": args.new.resolve()}
+    versions = {"old": (args.old.resolve(), args.trials), "new": (args.new.resolve(), args.trials)}
+    versions.update({f"new@{t}": (args.new.resolve(), t) for t in args.also_new_trials})
     caches = {name: Path(tempfile.mkdtemp(prefix=f"bench_cost_cache_{name}_")) for name in versions}
     rows: dict[str, list[dict]] = {name: [] for name in versions}
     for round_no in range(1, args.rounds + 1):
-        for name, root in versions.items():
-            run = run_version(root, caches[name], args.task, args.shapes, args.trials, files,
+        for name, (root, trials) in versions.items():
+            run = run_version(root, caches[name], args.task, args.shapes, trials, files,
                               out / f"{name}_r{round_no}.json", out / f"{name}_r{round_no}.log", args.timeout_s)
             run["round"] = round_no
             rows[name].append(run)
@@ -146,9 +149,9 @@ def main() -> int:
             print(f"round {round_no} {name}: exit {run['exit']}, {len(run['results'])} results ({ok} ok), "
                   f"wall {run['wall_s']:.1f} s, evaluate median {_median(ev):.2f} s", flush=True)
     print()
-    print(f"| version | checkout | candidates | verdicts (last round) | evaluate s/candidate, median "
+    print(f"| version | checkout | trials | candidates | verdicts (last round) | evaluate s/candidate, median "
           f"(rounds 2+) | compile s/candidate, median (round 1) | process wall s/candidate, median (rounds 2+) |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     summary = {}
     for name, runs in rows.items():
         later = runs[1:] or runs
@@ -160,12 +163,14 @@ def main() -> int:
             statuses[r.get("status", "?")] = statuses.get(r.get("status", "?"), 0) + 1
         summary[name] = {"evaluate_median_s": _median(evaluate), "compile_median_s": _median(compile_s),
                          "wall_per_candidate_median_s": _median(wall)}
-        print(f"| {name} | {versions[name]} | {len(files)} | {statuses} | {_median(evaluate):.2f} | "
+        print(f"| {name} | {versions[name][0]} | {versions[name][1]} | {len(files)} | {statuses} | {_median(evaluate):.2f} | "
               f"{_median(compile_s):.2f} | {_median(wall):.2f} |")
-    if all(summary[n]["evaluate_median_s"] == summary[n]["evaluate_median_s"] for n in summary):
-        ratio = summary["new"]["evaluate_median_s"] / summary["old"]["evaluate_median_s"]
-        wall_ratio = summary["new"]["wall_per_candidate_median_s"] / summary["old"]["wall_per_candidate_median_s"]
-        print(f"\nnew / old: evaluate {ratio:.2f}x, process wall per candidate {wall_ratio:.2f}x")
+    old = summary["old"]
+    for name in (n for n in summary if n != "old"):
+        new = summary[name]
+        if old["evaluate_median_s"] > 0 and old["wall_per_candidate_median_s"] > 0:
+            print(f"{name} / old: evaluate {new['evaluate_median_s'] / old['evaluate_median_s']:.2f}x, "
+                  f"process wall per candidate {new['wall_per_candidate_median_s'] / old['wall_per_candidate_median_s']:.2f}x")
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return 0
 

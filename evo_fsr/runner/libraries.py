@@ -256,21 +256,19 @@ def runner_read_rules(extra: tuple[str, ...] = ()) -> ReadRules:
 
 
 # -- what a process has mapped -------------------------------------------------------------------
+_MAPS_PATH_RE = re.compile(rb"^\S+ \S+ \S+ \S+ \S+ +(/[^\n]*)$", re.M)
+
+
 def mapped_files(pid: int) -> list[str]:
     """The distinct files mapped into ``pid`` (``" (deleted)"`` kept where the kernel says so)."""
     try:
         with open(f"/proc/{int(pid)}/maps", "rb") as f:
-            text = f.read().decode(errors="replace")
+            raw = f.read()
     except OSError as exc:
         raise MapsUnreadable(exc.errno, f"/proc/{pid}/maps unreadable: {exc.strerror}") from None
-    if not text.strip():
+    if not raw.strip():
         raise MapsUnreadable(0, f"/proc/{pid}/maps is empty (process exiting or not inspectable)")
-    paths: list[str] = []
-    for line in text.splitlines():
-        fields = line.split(None, 5)
-        if len(fields) == 6 and fields[5].startswith("/") and fields[5] not in paths:
-            paths.append(fields[5])
-    return paths
+    return [p.decode(errors="replace") for p in dict.fromkeys(_MAPS_PATH_RE.findall(raw))]
 
 
 def _is_elf(path: str) -> bool:
@@ -289,6 +287,37 @@ def vendor_libraries(paths: Iterable[str], own: Iterable[str] = (),
     rules = rules or runner_read_rules()
     mine = {os.path.realpath(p) for p in own}
     return [raw for raw in paths if _foreign(raw, rules) and os.path.realpath(raw.removesuffix(" (deleted)")) not in mine]
+
+
+class MapsJudge:
+    """``vendor_libraries`` over successive reads of one runner's maps (after every call), with
+    the answer for each path the candidate cannot change kept between reads: a file the read
+    rules grant or one installed on the system, and the candidate's own library.  A path it
+    could have written (its workdir, /tmp) or a deleted mapping is judged again on every read."""
+
+    def __init__(self, own: Iterable[str] = (), rules: ReadRules | None = None) -> None:
+        self.rules = rules or runner_read_rules()
+        self.mine = {os.path.realpath(p) for p in own}
+        self.settled: set[str] = set()
+
+    def foreign(self, paths: Iterable[str]) -> list[str]:
+        found = []
+        for raw in paths:
+            if raw in self.settled:
+                continue
+            if raw.endswith(" (deleted)"):
+                if _foreign(raw, self.rules) and os.path.realpath(raw.removesuffix(" (deleted)")) not in self.mine:
+                    found.append(raw)
+                continue
+            real = os.path.realpath(raw)
+            if real in self.mine:
+                self.settled.add(raw)
+            elif _foreign(raw, self.rules):
+                found.append(raw)
+            elif raw.startswith(("/dev/", "/memfd:", "/proc/", "/sys/")) or _kind(raw, self.rules) != "other" \
+                    or _installed(raw):
+                self.settled.add(raw)
+        return found
 
 
 def _foreign(raw: str, rules: ReadRules) -> bool:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..runner.harness import ProtocolViolation, RunnerDied, RunnerProcess, RunnerTimeout
-from ..runner.libraries import MapsUnreadable, mapped_files, vendor_libraries
+from ..runner.libraries import MapsJudge, MapsUnreadable, mapped_files
 from ..tasks import Shape
 from ..types import GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
 from . import profile
@@ -79,6 +79,7 @@ class Session:
         self.where = "starting"
         self.attached: set[str] = set()
         self.vendor_libraries: tuple[str, ...] = ()
+        self._maps_judge: MapsJudge | None = None
 
     # -- plumbing -----------------------------------------------------------------------------
     def _timeout(self, command_s: float) -> float:
@@ -115,10 +116,13 @@ class Session:
         read from outside (/proc/<pid>/maps) after every call: a vendor library without the
         user's opt-in is rejected; maps the runner hid are a sandbox violation."""
         try:
-            found = vendor_libraries(mapped_files(self.runner.pid), own=[str(self.runner.workdir / "candidate.so")])
+            paths = mapped_files(self.runner.pid)
         except MapsUnreadable as exc:
             raise _Stop(Verdict(Status.CRASH, f"crash: the runner's memory map could not be read ({exc}); it hid "
                                               f"what it loaded ({self.where})", "crash:sandbox-violation")) from None
+        if self._maps_judge is None:
+            self._maps_judge = MapsJudge(own=[str(self.runner.workdir / "candidate.so")])
+        found = self._maps_judge.foreign(paths)
         if found and not self.cfg.allow_vendor_libraries:
             names = ", ".join(sorted({Path(f.removesuffix(" (deleted)")).name for f in found}))
             raise _Stop(Verdict(Status.CRASH, f"crash: vendor library loaded without the opt-in "

@@ -256,6 +256,29 @@ def test_a_dlopened_vendor_library_shows_in_the_maps(tmp_path: Path) -> None:
     assert str(own) not in found and not any("libc.so" in p or "python" in p for p in found), found
 
 
+@needs_gcc
+def test_the_judge_of_successive_reads_keeps_only_what_the_candidate_cannot_change(tmp_path: Path) -> None:
+    """The per-call check keeps its answer for system files only: a data file in a writable
+    folder that turns into an ELF library between two reads (same path, same inode) is found on
+    the second read, as vendor_libraries finds it."""
+    own = _gcc_shared("int launch(void) { return 0; }\n", tmp_path / "work" / "candidate.so")
+    data = tmp_path / "work" / "table.dat"
+    data.write_bytes(b"just numbers\n" * 100)
+    system = [m for m in sandbox.mapped_files(os.getpid()) if m.startswith(("/usr/", "/lib/", "/lib64/"))]
+    assert system
+    maps = system + [str(own), str(data)]
+    judge = libraries.MapsJudge(own=[str(own)])
+    assert judge.foreign(maps) == sandbox.vendor_libraries(maps, own=[str(own)]) == []
+    assert str(data) not in judge.settled and str(own) in judge.settled
+    assert set(system) <= judge.settled
+    elf = _gcc_shared(DUMMY_C, tmp_path / "elf.so").read_bytes()
+    with open(data, "r+b") as f:                       # in place: the inode does not change
+        f.write(elf)
+    assert judge.foreign(maps) == sandbox.vendor_libraries(maps, own=[str(own)]) == [str(data)]
+    gone = str(tmp_path / "work" / "libcublas.so.13") + " (deleted)"
+    assert judge.foreign(maps + [gone]) == [str(data), gone]
+
+
 def test_unreadable_or_missing_maps_are_reported() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
