@@ -79,6 +79,7 @@ class RunData:
     hall_of_fame: list[str] = field(default_factory=list)
     record: dict[str, Any] = field(default_factory=dict)
     last_snapshot: dict[str, Any] = field(default_factory=dict)
+    islands_from_records: bool = False   # no snapshots: ``islands`` summarises each generation's candidates
 
     @property
     def task(self) -> str:
@@ -150,7 +151,20 @@ def load_run(root: Path | str) -> RunData:
             log.warning("%s: unreadable snapshot, skipped", path)
             continue
         _add_snapshot(data, snap)
+    if not data.islands and data.candidates:
+        data.islands = _points_from_records(data)
+        data.islands_from_records = True
     return data
+
+
+def _points_from_records(data: RunData) -> list[IslandPoint]:
+    """Without snapshots (copied out without them, or written by a run that stopped before its
+    first): best and median speedup of the candidates evaluated in each generation, per island."""
+    groups: dict[tuple[int, int], list[float]] = defaultdict(list)
+    for row in data.candidates.values():
+        groups[(row.generation, row.island)].append(row.speedup or 0.0)
+    return [IslandPoint(generation, island, max(speeds), statistics.median(speeds), len(speeds))
+            for (generation, island), speeds in sorted(groups.items())]
 
 
 def _add_record(data: RunData, rec: dict[str, Any]) -> None:

@@ -45,6 +45,11 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+def _integer_ticks() -> Any:
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415 - matplotlib is imported lazily
+    return MaxNLocator(integer=True)
+
+
 def fitness_figure(data: RunData) -> str | None:
     """Best (solid) and median (dashed) speedup of each island's population per generation."""
     plt = _pyplot()
@@ -57,10 +62,12 @@ def fitness_figure(data: RunData) -> str | None:
         line, = ax.plot(gens, [p.best for p in points], marker="o", ms=3, label=f"island {island} best")
         ax.plot(gens, [p.median for p in points], ls="--", color=line.get_color(), label=f"island {island} median")
     ax.set_xlabel("generation")
+    ax.xaxis.set_major_locator(_integer_ticks())
     ax.set_ylabel("speedup over naive (0 = not correct)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    ax.set_title("population fitness per generation and island")
+    ax.set_title("candidates evaluated per generation and island (no snapshots in the run directory)"
+                 if data.islands_from_records else "population fitness per generation and island")
     return _png(fig)
 
 

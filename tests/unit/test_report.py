@@ -55,6 +55,23 @@ def test_data_matches_the_run_directory(run_dir: Path) -> None:
     assert data.environment()["evo_fsr_version"]
 
 
+def test_without_snapshots_the_fitness_comes_from_the_records(run_dir: Path, tmp_path: Path) -> None:
+    """A run directory copied out without its snapshots (as from a GPU host with a file-count
+    limit) still plots fitness: best and median of each generation's evaluated candidates."""
+    import shutil as _shutil
+    copy = tmp_path / "run"
+    _shutil.copytree(run_dir, copy)
+    _shutil.rmtree(copy / "snapshots")
+    data = load_run(copy)
+    assert data.islands_from_records and not load_run(run_dir).islands_from_records
+    records = [r for r in _records(copy) if r["kind"] == "evaluated"]
+    for point in data.islands:
+        speeds = [r["result"]["geomean_speedup"] or 0.0 if r["result"]["status"] == "ok" else 0.0 for r in records
+                  if r.get("generation", 0) == point.generation and r.get("island", 0) == point.island]
+        assert point.size == len(speeds) and point.best == pytest.approx(max(speeds))
+    assert {p.generation for p in data.islands} == {r.get("generation", 0) for r in records}
+
+
 def test_page_is_self_contained_and_shows_every_section(run_dir: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "r" / "report.html"
     assert report_main([str(run_dir), "-o", str(out)]) == 0
