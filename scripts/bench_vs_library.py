@@ -13,7 +13,7 @@ above 1 = faster than the library) and the share of speed-of-light reached by th
 the library.  Then the geomeans per task.
 
 A kernel is a ``.cu`` file, a run directory (its ``best.cu``) or ``seed:NAME``; by default each
-task's first seed with knobs (its tunable family), else its naive seed.
+task's seed families (each seed with knobs), else its naive seed.
 """
 from __future__ import annotations
 
@@ -34,12 +34,21 @@ HEADER = ["task", "kernel", "shape", "status", "kernel ms", "naive ms", "library
           "vs naive", "of library", "kernel % SOL", "library % SOL"]
 
 
+def resolve_kernels(task: Task, spec: str | None) -> list[tuple[str, str]]:
+    """(label, source) of each kernel to time: the spec's one, or with none every seed family of
+    the task (each seed with knobs: conv2d has two), else its naive seed."""
+    if spec is not None:
+        return [resolve_kernel(task, spec)]
+    families = [(f"seed:{name}", src) for name, src in task.seeds().items() if name != "naive" and parse_knobs(src)]
+    return families or [resolve_kernel(task, "seed:naive")]
+
+
 def resolve_kernel(task: Task, spec: str | None) -> tuple[str, str]:
-    """(label, source) of a kernel spec: a .cu file, a run directory's best.cu, or seed:NAME."""
+    """(label, source) of a kernel spec: a .cu file, a run directory's best.cu, or seed:NAME;
+    None: the task's first seed family (see resolve_kernels for all of them)."""
     seeds = task.seeds()
     if spec is None:
-        family = next((name for name, src in seeds.items() if name != "naive" and parse_knobs(src)), "naive")
-        return f"seed:{family}", seeds[family]
+        return resolve_kernels(task, None)[0]
     if spec.startswith("seed:"):
         if spec[5:] not in seeds:
             raise SystemExit(f"error: {spec}: task {task.name} has no such seed (has: {', '.join(seeds)})")
@@ -100,18 +109,18 @@ def main(argv: list[str] | None = None) -> int:
     gpu = ""
     for name in args.tasks:
         task = get_task(name)
-        label, source = resolve_kernel(task, specs.get(name))
         evaluator = Evaluator(task, EvalConfig(benchmark=args.shapes, max_trials=args.trials))
         try:
             gpu = gpu or evaluator.gpu_info.name
-            # the evaluator times the library in the same run (ShapeTiming.library_ms)
-            result = evaluator.evaluate(Candidate(task=name, source=source, label=label))
-            library_ms: dict[str, float | None] = {}
+            for label, source in resolve_kernels(task, specs.get(name)):
+                # the evaluator times the library in the same run (ShapeTiming.library_ms)
+                result = evaluator.evaluate(Candidate(task=name, source=source, label=label))
+                library_ms: dict[str, float | None] = {}
+                rows += rows_for(name, label, result, library_ms)
+                geomeans.append(geomean_line(name, label, result, library_ms))
+                print("\n".join("  ".join(r) for r in rows_for(name, label, result, library_ms)), flush=True)
         finally:
             evaluator.close()
-        rows += rows_for(name, label, result, library_ms)
-        geomeans.append(geomean_line(name, label, result, library_ms))
-        print("\n".join("  ".join(r) for r in rows_for(name, label, result, library_ms)), flush=True)  # progress
     print(render(rows, gpu, geomeans, markdown=False))
     if args.markdown:
         args.markdown.write_text(render(rows, gpu, geomeans, markdown=True) + "\n")

@@ -46,6 +46,8 @@ def test_a_failed_verdict_is_one_row() -> None:
 def test_kernel_specs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     task = get_task("conv2d")
     assert bench.resolve_kernel(task, None)[0] == "seed:implicit_gemm"
+    assert [label for label, _ in bench.resolve_kernels(task, None)] == ["seed:implicit_gemm", "seed:implicit_gemm_v2"]
+    assert [label for label, _ in bench.resolve_kernels(task, "seed:naive")] == ["seed:naive"]
     assert bench.resolve_kernel(get_task("relu"), None)[0] == "seed:vectorized"   # its family
     assert bench.resolve_kernel(get_task("topk"), None)[0] == "seed:radix_select"
     # a task with no family (every built-in one has one now): a user's copy of topk without it
