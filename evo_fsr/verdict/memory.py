@@ -12,10 +12,14 @@ round trip through the runner's fake runtime).
 """
 from __future__ import annotations
 
+import ctypes
+import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,32 @@ class TrustedMemory(Protocol):
     def view(self, block: Block, dtype: np.dtype, shape: tuple[int, ...]) -> Any: ...
     def synchronize(self) -> None: ...
     def flush_l2(self) -> None: ...
+
+
+_persisting_reset: Any = None
+
+
+def reset_persisting_l2() -> bool:
+    """Demote every persisting L2 line to normal (``cuCtxResetPersistingL2Cache``), so that the
+    flush after it evicts them: a candidate that set an access-policy window on its inputs would
+    otherwise find the next call's inputs, written in place by the evaluator, still in L2.  The
+    set-aside is the device's, whoever's context marked the lines.  Best effort: where the driver
+    lacks the call (or MIG disables the set-aside) there is nothing persisting to reset."""
+    global _persisting_reset
+    if _persisting_reset is None:
+        try:
+            _persisting_reset = ctypes.CDLL("libcuda.so.1").cuCtxResetPersistingL2Cache
+            _persisting_reset.restype = ctypes.c_int
+        except (OSError, AttributeError) as exc:
+            log.warning("cannot reset persisting L2 lines before each timed call: %s", exc)
+            _persisting_reset = False
+    if _persisting_reset is False:
+        return False
+    status = int(_persisting_reset())
+    if status != 0:
+        log.warning("cuCtxResetPersistingL2Cache returned %d: persisting L2 lines are not reset", status)
+        _persisting_reset = False
+    return status == 0
 
 
 class CupyMemory:
@@ -78,6 +108,7 @@ class CupyMemory:
             l2 = int(cupy.cuda.Device().attributes.get("L2CacheSize", 0))
             self._flush = cupy.empty(max(4 * l2, 64 * 2**20), dtype=cupy.uint8)
         self._flushes += 1
+        reset_persisting_l2()
         self._flush.fill(self._flushes & 0xFF)
         self.synchronize()
 

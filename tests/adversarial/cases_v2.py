@@ -370,6 +370,24 @@ static cudaStream_t adv_side = 0;
     return (int)cudaGetLastError();''', relu_k), NO_SPEEDUP,
                "three quarters of the work in a CUDA graph launched on a private stream", honest=same_kernel,
                codes=("wrong:unwritten-or-nonfinite",)),
+        CaseV2("keeps_its_inputs_in_persisting_l2", "relu", 4, wrap("relu", r'''
+    int dev = 0, most = 0, window = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&most, cudaDevAttrMaxPersistingL2CacheSize, dev);
+    cudaDeviceGetAttribute(&window, cudaDevAttrMaxAccessPolicyWindowSize, dev);
+    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, (size_t)most);    // the whole set-aside
+    size_t bytes = (size_t)n * sizeof(float), span = bytes < (size_t)window ? bytes : (size_t)window;
+    cudaStreamAttrValue attr = {};
+    attr.accessPolicyWindow.base_ptr = (void*)x;                 // the input: the evaluator rewrites it in
+    attr.accessPolicyWindow.num_bytes = span;                    // place before the next call, and persisting
+    attr.accessPolicyWindow.hitRatio = span > (size_t)most ? (float)most / (float)span : 1.0f;  // lines
+    attr.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;   // would survive its L2 flush
+    attr.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &attr);
+    adv_relu<<<1024, 256, 0, stream>>>(x, y, 0, n);
+    return (int)cudaGetLastError();''', relu_k), NO_SPEEDUP,
+               "marks its input persisting in L2, so the next call's fresh input would be read from L2 "
+               "despite the trusted flush (the evaluator resets persisting lines before it)", honest=same_kernel),
         CaseV2("work_from_a_host_thread_after_return", "relu", 4, wrap("relu", r'''
     adv_relu<<<1024, 256, 0, stream>>>(x, y, 0, n / 8);
     adv_detached(adv_rest, new adv_job{x, y, n});           // the rest, launched right after return

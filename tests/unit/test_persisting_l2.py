@@ -1,0 +1,38 @@
+"""The trusted flush demotes persisting L2 lines first (memory.reset_persisting_l2)."""
+from __future__ import annotations
+
+import pytest
+
+from evo_fsr.verdict import memory
+
+
+def test_the_reset_is_called_and_a_failing_driver_disables_it_with_a_warning(monkeypatch: pytest.MonkeyPatch,
+                                                                             caplog: pytest.LogCaptureFixture) -> None:
+    calls: list[int] = []
+
+    def ok() -> int:
+        calls.append(0)
+        return 0
+
+    monkeypatch.setattr(memory, "_persisting_reset", ok)
+    assert memory.reset_persisting_l2() and memory.reset_persisting_l2() and len(calls) == 2
+    monkeypatch.setattr(memory, "_persisting_reset", lambda: 201)       # CUDA_ERROR_INVALID_CONTEXT
+    assert not memory.reset_persisting_l2()
+    assert "not reset" in caplog.text and memory._persisting_reset is False
+    assert not memory.reset_persisting_l2()                             # disabled, no second warning
+    assert caplog.text.count("not reset") == 1
+
+
+def test_the_trusted_flush_resets_before_it_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[str] = []
+    monkeypatch.setattr(memory, "reset_persisting_l2", lambda: order.append("reset") or True)
+
+    class Buffer:
+        def fill(self, value: int) -> None:
+            order.append("fill")
+
+    fake = memory.CupyMemory.__new__(memory.CupyMemory)
+    fake._flush, fake._flushes, fake._cupy = Buffer(), 0, None
+    fake.synchronize = lambda: order.append("sync")             # type: ignore[method-assign]
+    fake.flush_l2()
+    assert order == ["reset", "fill", "sync"]
