@@ -5,14 +5,15 @@
   private arrays after it, inputs compared with the evaluator's own copy.
 - ``TimedInputs``: fresh content for every timed call of a benchmark shape.  Two base sets per
   shape are drawn from the task's benchmark distribution with secret seeds (never a public seed);
-  each timed call gets an element-wise random mix of the two, each rotated by a secret offset,
-  under a secret per-call mask.  The multiset of values changes with every call, so order- and
-  rotation-invariant outputs (sums, sorts, histograms, top-k) change too, and no earlier call's
+  each timed call gets an element-wise random mix of the two, each under its own secret keyed
+  permutation (fresh per call), chosen by a secret per-call mask.  The multiset of values changes with every call, so order- and
+  permutation-invariant outputs (sums, sorts, histograms, top-k) change too, and no earlier call's
   answer is this call's.  Tasks whose inputs are not element-wise exchangeable declare
   ``timed_inputs: regenerate`` and get ``make_inputs`` with a fresh secret seed per call.
 """
 from __future__ import annotations
 
+import logging
 import secrets
 from typing import Any
 
@@ -21,6 +22,8 @@ import numpy as np
 from ..tasks import Shape, Task
 from .memory import Block, TrustedMemory
 from .validate import widen
+
+log = logging.getLogger(__name__)
 
 NP_DTYPES = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "bfloat16": "<u2", "int8": "i1",
              "uint8": "u1", "int32": "<i4", "uint32": "<u4", "int64": "<i8"}
@@ -112,9 +115,107 @@ def _mask(xp: Any, n: int, seed: int) -> Any:
     return (h >> xp.uint64(63)).astype(xp.bool_)
 
 
-def mix(xp: Any, a: Any, b: Any, shift_a: int, shift_b: int, seed: int, rows: int | None = None) -> Any:
-    """Element i is a[(i + shift_a) % n] or b[(i + shift_b) % n], chosen by a secret mask; with
-    ``rows``, whole rows of the leading dimension are the units (mask and shifts per row)."""
+#: A keyed permutation: 4 odd multipliers and 4 addends of the within-block bijection.
+PermutationKey = tuple[int, int, int, int, int, int, int, int]
+
+
+def permutation_key(rng: secrets.SystemRandom) -> PermutationKey:
+    words = [rng.getrandbits(64) for _ in range(8)]
+    return tuple(w | 1 if k % 2 == 0 else w for k, w in enumerate(words))     # type: ignore[return-value]
+
+
+# The same map as _permutation_ops, as one CuPy kernel (i is CuPy's element index; bits and
+# shift are the host's).  Checked against _permutation_ops on the device before first use; any
+# difference and the array operations are used instead.
+_PERMUTATION_SOURCE = r"""
+    unsigned long long m = (1ULL << bits) - 1ULL;
+    unsigned long long w = (unsigned long long)i;
+    do {                                            /* cycle-walking: at most a few steps */
+        w = (w * k0 + k1) & m; w ^= w >> shift;
+        w = (w * k2 + k3) & m; w ^= w >> shift;
+        w = (w * k4 + k5) & m; w ^= w >> shift;
+        w = (w * k6 + k7) & m;
+    } while (w >= count);
+    out = (long long)w;
+"""
+_permutation_kernels: dict[int, Any] = {}
+
+
+def _domain(n: int) -> tuple[int, int]:
+    """(bits, shift): the smallest power of two >= n, and the xor-shift of its mix."""
+    bits = max(int(n - 1).bit_length(), 1)
+    return bits, max((bits + 1) // 2, 1)
+
+
+def _permutation_ops(xp: Any, n: int, key: PermutationKey) -> Any:
+    """Index i -> a keyed pseudo-random position in [0, n), a bijection: an invertible mix of
+    the bits of [0, 2^bits) (odd multiply-add mod 2^bits and xor-shift, four rounds), applied
+    again while the result is >= n (cycle-walking: it returns to [0, n) on i's own cycle)."""
+    u = xp.uint64
+    bits, shift = _domain(n)
+    m, sh = u((1 << bits) - 1), u(shift)
+    k = [u(v & 0xFFFFFFFFFFFFFFFF) for v in key]
+
+    def step(w: Any) -> Any:
+        for r in range(3):
+            w = (w * k[2 * r] + k[2 * r + 1]) & m
+            w = w ^ (w >> sh)
+        return (w * k[6] + k[7]) & m
+
+    w = step(xp.arange(n, dtype=u))
+    pending = xp.flatnonzero(w >= u(n))
+    while pending.size:                             # each pass leaves about half of them
+        again = step(w[pending])
+        w[pending] = again
+        pending = pending[again >= u(n)]
+    return w.astype(xp.int64)
+
+
+def permutation(xp: Any, n: int, key: PermutationKey) -> Any:
+    """A secret permutation of range(n) (as int64 indices), fresh for every key."""
+    if xp is np or n == 0:
+        return _permutation_ops(xp, n, key)
+    kernel = _permutation_kernels.get(id(xp))
+    if kernel is None:
+        kernel = _device_permutation_kernel(xp)
+        _permutation_kernels[id(xp)] = kernel
+    if kernel is False:
+        return _permutation_ops(xp, n, key)
+    out = xp.empty(n, dtype=xp.int64)
+    bits, shift = _domain(n)
+    kernel(xp.uint64(n), xp.uint64(bits), xp.uint64(shift), *(xp.uint64(v & 0xFFFFFFFFFFFFFFFF) for v in key),
+           out)
+    return out
+
+
+def _device_permutation_kernel(xp: Any) -> Any:
+    """The fused kernel if it compiles and agrees with the array operations, else False."""
+    try:
+        params = "uint64 count, uint64 bits, uint64 shift, " + ", ".join(f"uint64 k{j}" for j in range(8))
+        kernel = xp.ElementwiseKernel(params, "int64 out", _PERMUTATION_SOURCE, "evo_fsr_keyed_permutation")
+        probe = permutation_key(secrets.SystemRandom())
+        for n in (1, 2, 3, 1000, 65536, 100_003):
+            out = xp.empty(n, dtype=xp.int64)
+            bits, shift = _domain(n)
+            kernel(xp.uint64(n), xp.uint64(bits), xp.uint64(shift), *(xp.uint64(v) for v in probe), out)
+            if not bool(xp.array_equal(out, _permutation_ops(xp, n, probe))):
+                raise RuntimeError(f"differs from the array operations at n = {n}")
+        return kernel
+    except Exception as exc:  # noqa: BLE001 - any failure: the slower, equivalent array operations
+        log.warning("keyed permutation kernel unusable (%s): using array operations", exc)
+        return False
+
+
+def mix(xp: Any, a: Any, b: Any, key_a: PermutationKey, key_b: PermutationKey, seed: int,
+        rows: int | None = None) -> Any:
+    """Element i is a[perm_a(i)] or b[perm_b(i)], chosen by a secret mask, where perm_a and
+    perm_b are secret keyed permutations fresh for each call; with ``rows``, whole rows of the
+    leading dimension are the units (mask and permutations per row).
+
+    Not rotations: under a rotation, one probe of an element locates every other one, so a
+    candidate that had learnt the two base sets from earlier calls could find, say, where the
+    largest values went and read a few thousand elements instead of the input (top-k).  Under a
+    keyed permutation no number of probes tells where an element it has not read went."""
     if rows is None:
         units_a, units_b = a.reshape(-1), b.reshape(-1)
     else:
@@ -125,7 +226,7 @@ def mix(xp: Any, a: Any, b: Any, shift_a: int, shift_b: int, seed: int, rows: in
     pick = _mask(xp, n, seed)
     if rows is not None:
         pick = pick[:, None]
-    out = xp.where(pick, xp.roll(units_a, -(shift_a % n), axis=0), xp.roll(units_b, -(shift_b % n), axis=0))
+    out = xp.where(pick, units_a[permutation(xp, n, key_a)], units_b[permutation(xp, n, key_b)])
     return out.reshape(a.shape)
 
 
@@ -172,15 +273,10 @@ class TimedInputs:
                 raise RuntimeError(f"task {self.task.name}: timed_inputs mix_rows needs one leading dimension, "
                                    f"got {sorted(rows)}")
             n = rows.pop()
-            shift_a, shift_b, seed = self._rng.randrange(max(n, 1)), self._rng.randrange(max(n, 1)), \
-                self._rng.getrandbits(63)
-            return {name: mix(self.xp, base, b[name], shift_a, shift_b, seed, rows=n) for name, base in a.items()}
-        fresh = {}
-        for name, base in a.items():
-            size = max(int(base.size), 1)
-            fresh[name] = mix(self.xp, base, b[name], self._rng.randrange(size), self._rng.randrange(size),
-                              self._rng.getrandbits(63))
-        return fresh
+            key_a, key_b, seed = permutation_key(self._rng), permutation_key(self._rng), self._rng.getrandbits(63)
+            return {name: mix(self.xp, base, b[name], key_a, key_b, seed, rows=n) for name, base in a.items()}
+        return {name: mix(self.xp, base, b[name], permutation_key(self._rng), permutation_key(self._rng),
+                          self._rng.getrandbits(63)) for name, base in a.items()}
 
 
 def reference(task: Task, inputs: dict[str, Any], shape: Shape, xp: Any) -> dict[str, Any]:

@@ -2,24 +2,59 @@
 secret base sets, and linked buffers stay linked under ``mix_rows``."""
 from __future__ import annotations
 
+import secrets
+
 import numpy as np
+import pytest
 
 from evo_fsr.tasks import get_task
-from evo_fsr.verdict.inputs import TimedInputs, mix
+from evo_fsr.verdict.inputs import TimedInputs, mix, permutation, permutation_key
 
 
-def test_mix_takes_each_element_from_one_rotated_base() -> None:
+def test_mix_takes_each_element_from_one_permuted_base() -> None:
     a, b = np.arange(1000, dtype=np.float32), -np.arange(1000, dtype=np.float32) - 1
-    out = mix(np, a, b, 7, 13, seed=42)
+    rng = secrets.SystemRandom()
+    key_a, key_b = permutation_key(rng), permutation_key(rng)
+    out = mix(np, a, b, key_a, key_b, seed=42)
     from_a = out >= 0
     assert 300 < from_a.sum() < 700                         # a secret mask, about half from each
     idx = np.arange(1000)
-    assert np.array_equal(out[from_a], a[(idx[from_a] + 7) % 1000])
-    assert np.array_equal(out[~from_a], b[(idx[~from_a] + 13) % 1000])
+    assert np.array_equal(out[from_a], a[permutation(np, 1000, key_a)[idx[from_a]]])
+    assert np.array_equal(out[~from_a], b[permutation(np, 1000, key_b)[idx[~from_a]]])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 1000, 4096, 65537, 100_003])
+def test_a_keyed_permutation_is_a_bijection_and_fresh_per_key(n: int) -> None:
+    rng = secrets.SystemRandom()
+    p, q = permutation(np, n, permutation_key(rng)), permutation(np, n, permutation_key(rng))
+    assert p.dtype == np.int64 and np.array_equal(np.sort(p), np.arange(n))
+    if n >= 64:
+        assert not np.array_equal(p, q)
+        assert abs(np.corrcoef(p[:-1], p[1:])[0, 1]) < 0.2     # neighbours land far apart
+
+
+def test_one_probe_no_longer_locates_the_largest_values() -> None:
+    """The attack the permutation closes: a candidate that knows base set a (learnt from earlier
+    calls) reads one element, finds it in a, and infers where a's largest values went; that
+    holds for a rotation and fails for a keyed permutation."""
+    n = 1 << 16
+    rng = np.random.default_rng(0)
+    a = rng.permutation(n).astype(np.float32)              # distinct values: a value gives a position
+    where_in_a = {float(v): i for i, v in enumerate(a)}
+    top = np.argsort(a)[-64:]                              # a's 64 largest values, by position
+
+    def predicted_hits(x: np.ndarray) -> int:
+        shift = where_in_a[float(x[0])]                     # one probe: x[0] = a[shift]
+        return int(np.sum(x[(top - shift) % n] == a[top]))  # where a rotation would have put them
+
+    rotated = np.roll(a, -12345)
+    assert predicted_hits(rotated) == 64
+    key = permutation_key(secrets.SystemRandom())
+    assert predicted_hits(a[permutation(np, n, key)]) <= 2
 
 
 def test_every_call_changes_order_invariant_answers() -> None:
-    """Sums, sorted values and histograms (what a rotation cannot change) differ between calls."""
+    """Sums, sorted values and histograms (what a permutation cannot change) differ between calls."""
     task = get_task("sum_reduction")
     shape = task.make_shape({"N": 100_003}, "bench")
     source = TimedInputs(task, shape, np)
