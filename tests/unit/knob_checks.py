@@ -58,3 +58,31 @@ def c_to_formula(expr: str) -> Formula:
     """A static_assert's C expression in formulas.py syntax: integer / is //, (1 << X) is 2 ** X."""
     expr = re.sub(r"\(1 << (\w+)\)", r"2 ** \1", expr)
     return Formula(re.sub(r"(?<!/)/(?!/)", "//", expr))
+
+
+def assert_static_asserts_mirror(src: str) -> None:
+    """Each declared constraint has a static_assert whose expression agrees with it on every
+    combination of the knobs, and no static_assert claims a constraint that is not declared."""
+    asserts = {m["text"].strip(): c_to_formula(m["expr"]) for m in KNOB_ASSERT_RE.finditer(src)}
+    declared = {c.text: c for c in parse_constraints(src)}
+    assert set(asserts) == set(declared)
+    for values in combinations(src):
+        env = ints(values)
+        for text, constraint in declared.items():
+            assert bool(asserts[text](env)) == bool(constraint(env)), (text, values)
+
+
+FORBIDDEN_IN_LAUNCH = ("cudaMalloc", "cudaFree", "cudaDeviceSynchronize", "cudaStreamSynchronize",
+                       "cudaStreamCreate", "cudaMemset(", "cudaMemcpy(", "printf")
+
+
+def launch_code(src: str, who: str, also_forbidden: tuple[str, ...] = ()) -> str:
+    """The source without comments, after checking what nvcc cannot: no allocation or
+    synchronization, and every ``<<<...>>>`` launch on the caller's ``stream``."""
+    code = re.sub(r"//[^\n]*", "", src)
+    for forbidden in FORBIDDEN_IN_LAUNCH + also_forbidden:
+        assert forbidden not in code, f"{who} uses {forbidden}"
+    launches = re.findall(r"<<<([^<>]*)>>>", code)
+    for config in launches:
+        assert re.search(r",\s*stream\s*$", config), f"{who}: launch <<<{config}>>> not on `stream`"
+    return code

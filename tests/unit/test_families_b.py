@@ -20,7 +20,7 @@ from evo_fsr.knobs import parse_knobs, set_knobs
 from evo_fsr.tasks import get_task
 from evo_fsr.verdict.compile import CompileResult, compile_source
 
-from knob_checks import CONSTRAINT_RE as _CONSTRAINT_RE, KNOB_ASSERT_RE as _KNOB_ASSERT_RE  # noqa: E402
+from knob_checks import CONSTRAINT_RE as _CONSTRAINT_RE, assert_static_asserts_mirror  # noqa: E402
 from knob_checks import c_to_formula as _c_to_formula, combinations as _combinations  # noqa: E402
 from knob_checks import constraints as _constraints, valid as _valid  # noqa: E402
 
@@ -81,14 +81,7 @@ def test_family_space_and_constraints(task: str, seed: str) -> None:
 @pytest.mark.parametrize("task, seed", FAMILIES)
 def test_static_asserts_mirror_constraints(task: str, seed: str) -> None:
     """Each constraint has a static_assert whose expression agrees with it on every combination."""
-    source = _source(task, seed)
-    asserts = {m["text"].strip(): _c_to_formula(m["expr"]) for m in _KNOB_ASSERT_RE.finditer(source)}
-    constraints = {c.text: c for c in _constraints(source)}
-    assert set(asserts) == set(constraints)
-    for values in _combinations(source):
-        env = {name: int(value) for name, value in values.items()}
-        for text, constraint in constraints.items():
-            assert bool(asserts[text](env)) == bool(constraint(env)), (text, values)
+    assert_static_asserts_mirror(_source(task, seed))
 
 
 def test_static_assert_mirror_check_can_fail() -> None:

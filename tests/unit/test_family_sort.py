@@ -24,8 +24,8 @@ from evo_fsr.knobs import KnobSpace, parse_constraints, parse_knobs, set_knobs
 from evo_fsr.tasks import get_task
 from evo_fsr.verdict.compile import compile_source
 
-from knob_checks import CONSTRAINT_RE as _CONSTRAINT_RE, KNOB_ASSERT_RE as _KNOB_ASSERT_RE  # noqa: E402
-from knob_checks import c_to_formula as _c_to_formula, combinations as _combinations, ints as _ints  # noqa: E402
+from knob_checks import CONSTRAINT_RE as _CONSTRAINT_RE, assert_static_asserts_mirror, launch_code  # noqa: E402
+from knob_checks import combinations as _combinations, ints as _ints  # noqa: E402
 
 import sort_radix_emulation as emu  # tests/unit is on sys.path (rootdir-less import)
 
@@ -97,14 +97,7 @@ def test_knobs_constraints_and_valid_fraction() -> None:
 
 
 def test_static_asserts_mirror_constraints() -> None:
-    source = _source()
-    asserts = {m["text"].strip(): _c_to_formula(m["expr"]) for m in _KNOB_ASSERT_RE.finditer(source)}
-    constraints = {c.text: c for c in parse_constraints(source)}
-    assert set(asserts) == set(constraints)
-    for values in _combinations(source):
-        env = _ints(values)
-        for text, constraint in constraints.items():
-            assert bool(asserts[text](env)) == bool(constraint(env)), (text, values)
+    assert_static_asserts_mirror(_source())
 
 
 def test_gpu_combinations_are_valid_and_force_other_regimes() -> None:
@@ -158,14 +151,8 @@ def test_each_constraint_stops_at_its_static_assert(nvcc_available: bool) -> Non
 
 def test_launch_contract() -> None:
     """No allocation or synchronization, every launch on `stream`."""
-    code = re.sub(r"//[^\n]*", "", _source())
-    for forbidden in ("cudaMalloc", "cudaFree", "cudaDeviceSynchronize", "cudaStreamSynchronize",
-                      "cudaStreamCreate", "cudaMemset(", "cudaMemcpy(", "printf", "cub::Device"):
-        assert forbidden not in code, forbidden
-    launches = re.findall(r"<<<([^<>]*)>>>", code)
-    assert len(launches) == 2                          # small_sort, and launch_on's plain launch
-    for config in launches:
-        assert re.search(r",\s*stream\s*$", config), config
+    code = launch_code(_source(), "sort/radix", also_forbidden=("cub::Device",))
+    assert len(re.findall(r"<<<([^<>]*)>>>", code)) == 2    # small_sort, and launch_on's plain launch
     assert code.count("cudaLaunchKernelEx(") == 1 and "config.stream = stream;" in code
     passes = code[code.index("for (int pass = 0;"):]
     assert passes.count("launch_on(") == 3 and "launch_on(upsweep, G, THREADS, pass > 0," in passes

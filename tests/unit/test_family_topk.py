@@ -23,12 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from evo_fsr.formulas import Formula
 from evo_fsr.knobs import KnobSpace, parse_knobs, set_knobs
 from evo_fsr.tasks import get_task
 from evo_fsr.verdict.compile import compile_source
 
-from knob_checks import CONSTRAINT_RE as _CONSTRAINT_RE, KNOB_ASSERT_RE as _KNOB_ASSERT_RE  # noqa: E402
+from knob_checks import CONSTRAINT_RE as _CONSTRAINT_RE, assert_static_asserts_mirror, launch_code  # noqa: E402
 from knob_checks import combinations as _combinations, constraints as _constraints  # noqa: E402
 from knob_checks import defaults as _defaults, valid as _valid  # noqa: E402
 
@@ -78,24 +77,12 @@ def test_knobs_and_constraints() -> None:
 
 
 def test_static_asserts_mirror_constraints() -> None:
-    source = _source()
-    asserts = {m["text"].strip(): Formula(re.sub(r"(?<!/)/(?!/)", "//", m["expr"]))
-               for m in _KNOB_ASSERT_RE.finditer(source)}
-    constraints = {c.text: c for c in _constraints(source)}
-    assert set(asserts) == set(constraints)
-    for values in _combinations(source):
-        env = {name: int(value) for name, value in values.items()}
-        for text, constraint in constraints.items():
-            assert bool(asserts[text](env)) == bool(constraint(env)), (text, values)
+    assert_static_asserts_mirror(_source())
 
 
 def test_launch_contract() -> None:
-    code = re.sub(r"//[^\n]*", "", _source())
-    for forbidden in ("cudaMalloc", "cudaFree", "cudaDeviceSynchronize", "cudaStreamSynchronize",
-                      "cudaStreamCreate", "cudaMemset(", "cudaMemcpy(", "printf", "cub::Device"):
-        assert forbidden not in code, forbidden
-    launches = re.findall(r"<<<([^<>]*)>>>", code)
-    assert launches and all(re.search(r",\s*stream\s*$", c) for c in launches), launches
+    code = launch_code(_source(), "topk/radix_select", also_forbidden=("cub::Device",))
+    assert re.findall(r"<<<([^<>]*)>>>", code)
     assert "config.stream = stream;" in code and code.count("cudaLaunchKernelEx(") == 1
     assert 'extern "C" int launch(const float* x, float* values, int* indices, int N, int K, cudaStream_t stream)' in code
 
