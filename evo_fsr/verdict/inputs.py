@@ -116,7 +116,7 @@ def _mask(xp: Any, n: int, seed: int) -> Any:
     return (h >> xp.uint64(63)).astype(xp.bool_)
 
 
-#: A keyed permutation: 4 odd multipliers and 4 addends of the within-block bijection.
+#: A keyed permutation: the odd multipliers (even places) and addends (odd places) of its 4 rounds.
 PermutationKey = tuple[int, int, int, int, int, int, int, int]
 
 
@@ -139,7 +139,7 @@ _PERMUTATION_SOURCE = r"""
     } while (w >= count);
     out = (long long)w;
 """
-_permutation_kernels: dict[int, Any] = {}
+_permutation_ways: dict[int, Any] = {}          # per array module: the kernel, "ops" or "rotation"
 
 
 def _domain(n: int) -> tuple[int, int]:
@@ -173,24 +173,33 @@ def _permutation_ops(xp: Any, n: int, key: PermutationKey) -> Any:
 
 
 def permutation(xp: Any, n: int, key: PermutationKey) -> Any:
-    """A secret permutation of range(n) (as int64 indices), fresh for every key."""
+    """A secret permutation of range(n) (as int64 indices), fresh for every key.
+
+    On a device: the fused kernel, else (it failed its check) the array operations, else (they
+    failed too) a secret rotation by ``key[1]``, protocol v2.0's timed inputs, with a warning:
+    the verdict is never lost over the permutation."""
     if xp is np or n == 0:
         return _permutation_ops(xp, n, key)
-    kernel = _permutation_kernels.get(id(xp))
-    if kernel is None:
-        kernel = _device_permutation_kernel(xp)
-        _permutation_kernels[id(xp)] = kernel
-    if kernel is False:
-        return _permutation_ops(xp, n, key)
-    out = xp.empty(n, dtype=xp.int64)
-    bits, shift = _domain(n)
-    kernel(xp.uint64(n), xp.uint64(bits), xp.uint64(shift), *(xp.uint64(v & 0xFFFFFFFFFFFFFFFF) for v in key),
-           out)
-    return out
+    way = _permutation_ways.get(id(xp))
+    if way is None:
+        way = _permutation_ways[id(xp)] = _device_permutation_kernel(xp) or "ops"
+    try:
+        if way == "ops":
+            return _permutation_ops(xp, n, key)
+        if way != "rotation":
+            out = xp.empty(n, dtype=xp.int64)
+            bits, shift = _domain(n)
+            way(xp.uint64(n), xp.uint64(bits), xp.uint64(shift), *(xp.uint64(v) for v in key), out)
+            return out
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.warning("keyed permutations failed on this device; timed inputs fall back to secret rotations",
+                    exc_info=True)
+        _permutation_ways[id(xp)] = "rotation"
+    return (xp.arange(n, dtype=xp.int64) + key[1] % n) % n
 
 
 def _device_permutation_kernel(xp: Any) -> Any:
-    """The fused kernel if it compiles and agrees with the array operations, else False."""
+    """The fused kernel if it compiles and agrees with the array operations, else None."""
     try:
         params = "uint64 count, uint64 bits, uint64 shift, " + ", ".join(f"uint64 k{j}" for j in range(8))
         kernel = xp.ElementwiseKernel(params, "int64 out", _PERMUTATION_SOURCE, "evo_fsr_keyed_permutation")
@@ -204,7 +213,7 @@ def _device_permutation_kernel(xp: Any) -> Any:
         return kernel
     except Exception as exc:  # noqa: BLE001 - any failure: the slower, equivalent array operations
         log.warning("keyed permutation kernel unusable (%s): using array operations", exc)
-        return False
+        return None
 
 
 def mix(xp: Any, a: Any, b: Any, key_a: PermutationKey, key_b: PermutationKey, seed: int,
@@ -227,20 +236,8 @@ def mix(xp: Any, a: Any, b: Any, key_a: PermutationKey, key_b: PermutationKey, s
     pick = _mask(xp, n, seed)
     if rows is not None:
         pick = pick[:, None]
-    global _permutations_fail
-    if not _permutations_fail:
-        try:
-            taken_a, taken_b = units_a[permutation(xp, n, key_a)], units_b[permutation(xp, n, key_b)]
-            return xp.where(pick, taken_a, taken_b).reshape(a.shape)
-        except Exception:  # noqa: BLE001 - never lose the verdict over it: the rotations of protocol v2.0
-            log.warning("keyed permutations failed on this device; timed inputs fall back to secret rotations",
-                        exc_info=True)
-            _permutations_fail = True
-    out = xp.where(pick, xp.roll(units_a, -(key_a[1] % n), axis=0), xp.roll(units_b, -(key_b[1] % n), axis=0))
+    out = xp.where(pick, units_a[permutation(xp, n, key_a)], units_b[permutation(xp, n, key_b)])
     return out.reshape(a.shape)
-
-
-_permutations_fail = False
 
 
 def timed_case(task: Task, shape: Shape) -> str:

@@ -78,20 +78,27 @@ def test_mix_rows_keeps_linked_buffers_linked() -> None:
 
 def test_a_failing_permutation_falls_back_to_rotations(monkeypatch: pytest.MonkeyPatch,
                                                       caplog: pytest.LogCaptureFixture) -> None:
-    """Whatever goes wrong with the permutation on a device, the timed inputs (and so the verdict)
-    go on, with the secret rotations that protocol v2 used before, and a warning says so."""
+    """Whatever goes wrong with the permutation on a device (here: no kernel, and the array form
+    raising), the timed inputs (and so the verdict) go on with the secret rotations that protocol
+    v2 used before, and a warning says so."""
     from evo_fsr.verdict import inputs
+
+    class Device:                     # NumPy under another name: the device path of permutation()
+        def __getattr__(self, name: str) -> object:
+            return getattr(np, name)
 
     def broken(*args: object) -> None:
         raise RuntimeError("no kernel")
 
-    monkeypatch.setattr(inputs, "permutation", broken)
-    monkeypatch.setattr(inputs, "_permutations_fail", False)
+    device = Device()
+    monkeypatch.setattr(inputs, "_permutation_ops", broken)
+    monkeypatch.setattr(inputs, "_device_permutation_kernel", lambda xp: None)
+    monkeypatch.setattr(inputs, "_permutation_ways", {})
     a, b = np.arange(100, dtype=np.float32), -np.arange(100, dtype=np.float32) - 1
     key_a, key_b = permutation_key(secrets.SystemRandom()), permutation_key(secrets.SystemRandom())
-    out = mix(np, a, b, key_a, key_b, seed=3)
+    out = mix(device, a, b, key_a, key_b, seed=3)
     from_a = out >= 0
     idx = np.arange(100)
     assert np.array_equal(out[from_a], a[(idx[from_a] + key_a[1] % 100) % 100])
     assert np.array_equal(out[~from_a], b[(idx[~from_a] + key_b[1] % 100) % 100])
-    assert inputs._permutations_fail and "fall back to secret rotations" in caplog.text
+    assert inputs._permutation_ways[id(device)] == "rotation" and "fall back to secret rotations" in caplog.text
