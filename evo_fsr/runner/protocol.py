@@ -13,8 +13,9 @@ Commands (trusted side -> runner):
   attach  {slot, buffers: [{name, handle, nbytes}]}
                                               open the trusted side's buffers (CUDA IPC handles)
   detach  {slot}                              close them
-  call    {slot, lib, scalars}                one launch on the attached buffers, timed with CUDA
-                                              events on the harness stream and after a device-wide
+  call    {slot, lib, scalars, [more]}        one launch on the attached buffers (then one on each
+                                              slot in ``more``: a batch), timed with CUDA events on
+                                              the harness stream and after a device-wide
                                               synchronize; the trusted side owns inputs and outputs,
                                               and flushes the L2 itself before a timed call
   exit

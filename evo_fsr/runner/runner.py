@@ -111,24 +111,33 @@ class Runner:
         return {"ok": True}
 
     def call(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """One launch on the slot's buffers.  ``event_ms``: CUDA events around ``launch`` on the
-        harness stream; ``event_all_ms``: to an event recorded after a device-wide synchronize
-        (work on any stream of this context); ``host_ms``: the host clock around both."""
+        """One launch on the slot's buffers, then one on each slot of ``more`` (a batch: the
+        trusted side times short kernels several calls to a window), back to back on the harness
+        stream.  ``event_ms``: CUDA events around the launches on the harness stream;
+        ``event_all_ms``: to an event recorded after a device-wide synchronize (work on any
+        stream of this context); ``host_ms``: the host clock around both."""
         rt, stream = self.rt, self.stream
         fn = self.launcher(msg["lib"])
-        buffers = self.slots[str(msg["slot"])]
-        args: list[Any] = []
-        for arg in self.job["args"]:
-            if arg["role"] == "stream":
-                args.append(ctypes.c_void_p(stream))
-            elif arg["role"] == "scalar":
-                args.append(SCALAR_CTYPES[arg["dtype"]](msg["scalars"][arg["name"]]))
-            else:
-                args.append(ctypes.c_void_p(buffers[arg["name"]]))
+        calls: list[list[Any]] = []
+        for name in [msg["slot"], *msg.get("more", [])]:
+            buffers = self.slots[str(name)]
+            args: list[Any] = []
+            for arg in self.job["args"]:
+                if arg["role"] == "stream":
+                    args.append(ctypes.c_void_p(stream))
+                elif arg["role"] == "scalar":
+                    args.append(SCALAR_CTYPES[arg["dtype"]](msg["scalars"][arg["name"]]))
+                else:
+                    args.append(ctypes.c_void_p(buffers[arg["name"]]))
+            calls.append(args)
         rt.device_synchronize()
         t0 = time.perf_counter()
         rt.event_record(self.start, stream)
-        rc = int(fn(*args))
+        rc = 0
+        for args in calls:
+            rc = int(fn(*args))
+            if rc != 0:
+                break
         rt.event_record(self.end, stream)
         rt.device_synchronize()          # every stream of this context
         rt.event_record(self.end_all, stream)

@@ -27,7 +27,7 @@ from ..tasks import Shape, Task
 from . import library
 from .inputs import Slot, TimedInputs, make_case, reference, timed_case
 from .memory import TrustedMemory
-from .profile import CallTimes
+from .profile import CallTimes, batch_size
 
 log = logging.getLogger(__name__)
 
@@ -37,37 +37,53 @@ CALIBRATION_POOL = 64
 
 @dataclass
 class ShapeBench:
-    """One benchmark shape: buffers for the candidate and for the baseline, timed inputs, and
-    the baseline's trusted calls (``calibration``) and clean median."""
+    """One benchmark shape: buffers for the candidate and for the baseline (``batch`` sets of
+    each: short kernels are timed several launches to a window), timed inputs, and the
+    baseline's trusted windows (``calibration``) and clean median per call."""
 
     shape: Shape
-    candidate_slot: Slot
-    baseline_slot: Slot
+    candidate_slots: list[Slot]
+    baseline_slots: list[Slot]
     inputs: TimedInputs
     calibration: collections.deque = field(default_factory=lambda: collections.deque(maxlen=CALIBRATION_POOL))
     clean_ms: float = 0.0
     clean_at_candidate: int = -1
     library_ms: float = 0.0
+    batch: int = 0                  # launches per timed window; 0 until the first clean measurement
     sweep: dict[str, dict[str, Any]] = field(default_factory=dict)   # distribution -> inputs (device)
 
+    @property
+    def candidate_slot(self) -> Slot:
+        return self.candidate_slots[0]
 
-def timed_call(runner: RunnerProcess, slot: Slot, lib: str, inputs: dict[str, Any],
-               timeout_s: float, flush: bool = True) -> tuple[dict[str, Any], CallTimes | None, dict[str, Any] | None]:
-    """Load ``inputs`` into ``slot``, flush the L2 (trusted side), have ``runner`` call ``lib`` on
-    it, copy the outputs out.  The trusted window runs from the moment the inputs start to become
-    visible to the runner (work done by anything of the candidate's from then on, a kernel left
-    polling the inputs in another context included, falls inside it) to the end of that copy."""
+    @property
+    def baseline_slot(self) -> Slot:
+        return self.baseline_slots[0]
+
+
+def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list[dict[str, Any]],
+                timeout_s: float, flush: bool = True) -> tuple[dict[str, Any], CallTimes | None,
+                                                               list[dict[str, Any]] | None]:
+    """Load each slot's inputs, flush the L2 (trusted side), have ``runner`` call ``lib`` on the
+    slots one after the other, copy every output out.  The trusted window runs from the moment
+    the first inputs start to become visible to the runner (work done by anything of the
+    candidate's from then on, a kernel left polling the inputs in another context included,
+    falls inside it) to the end of the last copy."""
     start = time.perf_counter()
-    slot.load(inputs)
+    for slot, values in zip(slots, inputs, strict=True):
+        slot.load(values)
     if flush:
-        slot.memory.flush_l2()
-    reply = runner.send({"op": "call", "slot": slot.name, "lib": lib, "scalars": slot.scalars}, timeout_s)
+        slots[0].memory.flush_l2()
+    message: dict[str, Any] = {"op": "call", "slot": slots[0].name, "lib": lib, "scalars": slots[0].scalars}
+    if len(slots) > 1:
+        message["more"] = [slot.name for slot in slots[1:]]
+    reply = runner.send(message, timeout_s)
     if "error" in reply or reply["rc"] != 0 or reply["last_error"] != 0:
         return reply, None, None
-    captured = slot.capture()
+    captured = [slot.capture() for slot in slots]
     window_ms = (time.perf_counter() - start) * 1e3
     return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
-                            window_ms), captured
+                            window_ms, calls=len(slots)), captured
 
 
 def call_error(reply: dict[str, Any]) -> str | None:
@@ -110,16 +126,17 @@ class Workbench:
         self._attached = set()
         return self._baseline[1]
 
-    def attach_baseline(self, slot: Slot) -> RunnerProcess:
+    def attach_baseline(self, *slots: Slot) -> RunnerProcess:
         runner = self.baseline_runner
         library = self._baseline[0] / "baseline.so"
         if not library.exists():
             library.write_bytes(self._baseline_binary())
-        if slot.name not in self._attached:
-            reply = runner.send(slot.attach_message(), 60)
-            if "error" in reply:
-                raise RuntimeError(f"the baseline runner could not attach {slot.name}: {reply['error']}")
-            self._attached.add(slot.name)
+        for slot in slots:
+            if slot.name not in self._attached:
+                reply = runner.send(slot.attach_message(), 60)
+                if "error" in reply:
+                    raise RuntimeError(f"the baseline runner could not attach {slot.name}: {reply['error']}")
+                self._attached.add(slot.name)
         return runner
 
     def _stop_baseline(self) -> None:
@@ -138,10 +155,19 @@ class Workbench:
     def shape_bench(self, shape: Shape) -> ShapeBench:
         key = shape.label
         if key not in self._shapes:
-            self._shapes[key] = ShapeBench(shape, Slot(self.memory, self.task, shape, f"c:{key}"),
-                                           Slot(self.memory, self.task, shape, f"b:{key}"),
+            self._shapes[key] = ShapeBench(shape, [Slot(self.memory, self.task, shape, f"c:{key}")],
+                                           [Slot(self.memory, self.task, shape, f"b:{key}")],
                                            TimedInputs(self.task, shape, self.memory.xp))
         return self._shapes[key]
+
+    def _grow_batch(self, bench: ShapeBench, k: int) -> None:
+        """Buffer sets 2..k of a shape, for the candidate and the baseline (before any candidate
+        code runs: ``refresh_clean`` is called before a candidate's runner is taken)."""
+        key = bench.shape.label
+        for j in range(len(bench.candidate_slots), k):
+            bench.candidate_slots.append(Slot(self.memory, self.task, bench.shape, f"c:{key}#{j}"))
+            bench.baseline_slots.append(Slot(self.memory, self.task, bench.shape, f"b:{key}#{j}"))
+        bench.batch = k
 
     def allocate(self, validation: tuple[Shape, ...], shapes: tuple[Shape, ...], sweep: bool) -> None:
         """Every trusted buffer, before any candidate code runs (a candidate that takes the GPU's
@@ -163,25 +189,43 @@ class Workbench:
                 for name in names}
 
     # -- clean baseline times (no candidate code loaded anywhere) --------------------------------
-    def refresh_clean(self, shapes: tuple[Shape, ...], calls: int, timeout_s: float) -> None:
+    def refresh_clean(self, shapes: tuple[Shape, ...], calls: int, timeout_s: float,
+                      floor_ms: Callable[[Shape], float] = lambda shape: 0.0, batch_max: int = 1) -> None:
         """Before a candidate's code is loaded: the baseline's clean time of every shape that has
-        none, or whose is ``clean_refresh`` candidates old; and the library's time, once."""
+        none, or whose is ``clean_refresh`` candidates old; and the library's time, once.  The
+        first time, also the shape's batch size (``profile.batch_size``: from the window overhead
+        of these calls and the library's time, else the speed-of-light floor), its extra buffer
+        sets, and the calibration then taken again in windows of that size."""
         for shape in shapes:
             bench = self.shape_bench(shape)
             if bench.clean_at_candidate >= 0 and self.candidates - bench.clean_at_candidate < self.clean_refresh:
                 continue
-            runner = self.attach_baseline(bench.baseline_slot)
-            times = []
-            for _ in range(calls + 1):                # the first call warms up
-                reply, call, _ = timed_call(runner, bench.baseline_slot, "baseline", bench.inputs.next(), timeout_s)
-                if call is None:
-                    raise RuntimeError(f"the naive seed failed on {shape.label}: {call_error(reply)}")
-                times.append(call)
-            bench.calibration.extend(times[1:])
-            bench.clean_ms = statistics.median(t.event_ms for t in times[1:])
-            bench.clean_at_candidate = self.candidates
+            times = self._clean_windows(bench, calls, timeout_s)
             if self.measure_library and bench.library_ms == 0.0:
                 bench.library_ms = self._library_ms(bench)
+            if bench.batch == 0:
+                overhead = statistics.median(t.window_ms - t.event_ms for t in times)
+                k = batch_size(overhead, bench.library_ms or floor_ms(shape), batch_max)
+                self._grow_batch(bench, k)
+                if k > 1:
+                    log.info("%s: timed %d launches to a window (window overhead %.3f ms)", shape.label, k, overhead)
+                    bench.calibration.clear()
+                    times = self._clean_windows(bench, calls, timeout_s)
+            bench.calibration.extend(times)
+            bench.clean_ms = statistics.median(t.event_ms for t in times) / times[0].calls
+            bench.clean_at_candidate = self.candidates
+
+    def _clean_windows(self, bench: ShapeBench, calls: int, timeout_s: float) -> list[CallTimes]:
+        """``calls`` baseline windows of the shape's batch size after one to warm up."""
+        slots = bench.baseline_slots[:max(1, bench.batch)]
+        runner = self.attach_baseline(*slots)
+        times = []
+        for _ in range(calls + 1):
+            reply, call, _ = timed_batch(runner, slots, "baseline", [bench.inputs.next() for _ in slots], timeout_s)
+            if call is None:
+                raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
+            times.append(call)
+        return times[1:]
 
     def _library_ms(self, bench: ShapeBench) -> float:
         host = bench.inputs.first_base_host()
@@ -192,8 +236,8 @@ class Workbench:
 
     def close(self) -> None:
         self._stop_baseline()
-        for slot in [*self._validation.values(), *(b.candidate_slot for b in self._shapes.values()),
-                     *(b.baseline_slot for b in self._shapes.values())]:
+        for slot in [*self._validation.values(), *(s for b in self._shapes.values() for s in b.candidate_slots),
+                     *(s for b in self._shapes.values() for s in b.baseline_slots)]:
             slot.free()
         self._validation.clear()
         self._shapes.clear()

@@ -32,6 +32,7 @@ from .bench import Workbench
 from .gpu import gpu_info_from_probe
 from .inputs import NP_DTYPES
 from .memory import TrustedMemory, make_memory
+from .profile import speed_of_light_ms
 from .session import Session, Stages, Verdict
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class EvalConfig:
     max_trials: int = 30                      # timed calls of the candidate per shape, at most
     min_trials: int = 10                      # and at least (each one checked)
     time_budget_s: float = 2.0                # per shape: sets the number of timed calls, before timing
+    batch_max: int = 8                        # launches per timed window for short kernels, at most
+    min_windows: int = 6                      # timed windows per shape, at least
     baseline_every: int = 3                   # one interleaved baseline call per this many candidate calls
     clean_calls: int = 8                      # baseline calls per shape with no candidate code loaded
     clean_refresh: int = 50                   # candidates between two clean baseline measurements
@@ -158,7 +161,11 @@ class Evaluator:
         if self.config.profile:
             with stages.stage("clean_baseline"):     # no candidate code is loaded anywhere now
                 self._quiet()
-                bench.refresh_clean(self.bench_shapes, self.config.clean_calls, self.config.benchmark_timeout_s)
+                bench.refresh_clean(self.bench_shapes, self.config.clean_calls, self.config.benchmark_timeout_s,
+                                    floor_ms=lambda shape: speed_of_light_ms(self.task.flops_of(shape),
+                                                                             self.task.bytes_of(shape), gpu,
+                                                                             self.task.precision),
+                                    batch_max=self.config.batch_max)
         with stages.stage("startup"):
             work, runner = self.runners.take()
         try:

@@ -225,19 +225,110 @@ def mix(xp: Any, a: Any, b: Any, key_a: PermutationKey, key_b: PermutationKey, s
     Not rotations: under a rotation, one probe of an element locates every other one, so a
     candidate that had learnt the two base sets from earlier calls could find, say, where the
     largest values went and read a few thousand elements instead of the input (top-k).  Under a
-    keyed permutation no number of probes tells where an element it has not read went."""
+    keyed permutation no number of probes tells where an element it has not read went.
+
+    On a device this is one fused kernel (``_MIX_SOURCE``: every timed call makes one mix per
+    input, ~1 ms of separate array operations on conv2d's ResNet-50 inputs), checked against
+    ``_mix_ops`` on the device before first use; should it fail, the array operations."""
+    n = a.shape[0] if rows is not None else a.size
+    if n == 0 or a.size == 0:
+        return a.copy()
+    if xp is not np:
+        kernel = _mix_kernels.get(id(xp))
+        if kernel is None:
+            kernel = _mix_kernels[id(xp)] = _device_mix_kernel(xp) or "ops"
+        if kernel != "ops":
+            try:
+                return _mix_fused(kernel, xp, a, b, key_a, key_b, seed, rows)
+            except Exception:  # noqa: BLE001 - never lose the verdict over the fused form
+                log.warning("the fused mix kernel failed; using array operations", exc_info=True)
+                _mix_kernels[id(xp)] = "ops"
+    return _mix_ops(xp, a, b, key_a, key_b, seed, rows)
+
+
+def _mix_ops(xp: Any, a: Any, b: Any, key_a: PermutationKey, key_b: PermutationKey, seed: int,
+             rows: int | None = None) -> Any:
+    """``mix`` as array operations (the definition; NumPy on the host)."""
     if rows is None:
         units_a, units_b = a.reshape(-1), b.reshape(-1)
     else:
         units_a, units_b = a.reshape(rows, -1), b.reshape(rows, -1)
     n = units_a.shape[0]
-    if n == 0 or a.size == 0:
-        return a.copy()
     pick = _mask(xp, n, seed)
     if rows is not None:
         pick = pick[:, None]
     out = xp.where(pick, units_a[permutation(xp, n, key_a)], units_b[permutation(xp, n, key_b)])
     return out.reshape(a.shape)
+
+
+# ``mix`` in one pass: element i of unit u = i / width (width 1, or a row's length) is
+# a[pa(u) * width + i % width] or b[pb(u) * width + ...], by the top bit of splitmix64(u + seed)
+# (``_mask``), with pa, pb the keyed permutations of ``_PERMUTATION_SOURCE``.
+_MIX_SOURCE = r"""
+    unsigned long long u = (unsigned long long)i / width, col = (unsigned long long)i % width;
+    unsigned long long h = (u + seed) * 0x9E3779B97F4A7C15ULL;
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;
+    h = h ^ (h >> 31);
+    const bool from_a = (h >> 63) != 0ULL;
+    const unsigned long long m = (1ULL << bits) - 1ULL;
+    unsigned long long w = u;
+    if (from_a) {
+        do {
+            w = (w * a0 + a1) & m; w ^= w >> shift;
+            w = (w * a2 + a3) & m; w ^= w >> shift;
+            w = (w * a4 + a5) & m; w ^= w >> shift;
+            w = (w * a6 + a7) & m;
+        } while (w >= count);
+        out = a[(ptrdiff_t)(w * width + col)];
+    } else {
+        do {
+            w = (w * b0 + b1) & m; w ^= w >> shift;
+            w = (w * b2 + b3) & m; w ^= w >> shift;
+            w = (w * b4 + b5) & m; w ^= w >> shift;
+            w = (w * b6 + b7) & m;
+        } while (w >= count);
+        out = b[(ptrdiff_t)(w * width + col)];
+    }
+"""
+_mix_kernels: dict[int, Any] = {}               # per array module: the fused kernel, or "ops"
+
+
+def _mix_fused(kernel: Any, xp: Any, a: Any, b: Any, key_a: PermutationKey, key_b: PermutationKey, seed: int,
+               rows: int | None) -> Any:
+    count = a.shape[0] if rows is not None else a.size
+    width = a.size // count
+    bits, shift = _domain(count)
+    u = xp.uint64
+    out = xp.empty(a.shape, dtype=a.dtype)
+    kernel(xp.ascontiguousarray(a).reshape(-1), xp.ascontiguousarray(b).reshape(-1), u(count), u(width), u(bits),
+           u(shift), u(seed & 0xFFFFFFFFFFFFFFFF), *(u(v & 0xFFFFFFFFFFFFFFFF) for v in key_a),
+           *(u(v & 0xFFFFFFFFFFFFFFFF) for v in key_b), out.reshape(-1))
+    return out
+
+
+def _device_mix_kernel(xp: Any) -> Any:
+    """The fused mix kernel if it compiles and agrees with ``_mix_ops`` (element and row units,
+    several sizes and dtypes), else None."""
+    try:
+        params = ("raw T a, raw T b, uint64 count, uint64 width, uint64 bits, uint64 shift, uint64 seed, "
+                  + ", ".join(f"uint64 a{j}" for j in range(8)) + ", " + ", ".join(f"uint64 b{j}" for j in range(8)))
+        kernel = xp.ElementwiseKernel(params, "T out", _MIX_SOURCE, "evo_fsr_timed_mix")
+        rng = secrets.SystemRandom()
+        for n, rows, dtype in ((1, None, "float32"), (3, None, "int32"), (1000, None, "float32"),
+                               (100_003, None, "float64"), (7 * 33, 7, "float32"), (65 * 4, 65, "int64")):
+            a = xp.arange(n, dtype=dtype)
+            b = -xp.arange(n, dtype=dtype) - 1
+            if rows:
+                a, b = a.reshape(rows, -1), b.reshape(rows, -1)
+            key_a, key_b, seed = permutation_key(rng), permutation_key(rng), rng.getrandbits(63)
+            got = _mix_fused(kernel, xp, a, b, key_a, key_b, seed, rows)
+            if not bool(xp.array_equal(got, _mix_ops(xp, a, b, key_a, key_b, seed, rows))):
+                raise RuntimeError(f"differs from the array operations at n = {n}, rows = {rows}, {dtype}")
+        return kernel
+    except Exception as exc:  # noqa: BLE001 - any failure: the array operations
+        log.warning("fused mix kernel unusable (%s): using array operations", exc)
+        return None
 
 
 def timed_case(task: Task, shape: Shape) -> str:

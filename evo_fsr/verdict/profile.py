@@ -21,7 +21,10 @@ hide a large part of a ~50 us kernel in it).  So work left on another stream, in
 context, on a host thread after ``launch`` returns, or times forged on the reply pipe are
 measured and charged, not estimated and allowed: hiding work on fewer than half of the calls
 does not move a median, and hiding it on more moves the window's median.  What a candidate can
-still hide is at most ``slack_ms``.  Medians
+still hide is at most ``slack_ms``.  Short kernels are timed in batches (``batch_size``): a
+window holds k launches on k buffer sets, each with its own fresh inputs and each checked, so the
+window's overhead and ``slack_ms`` are shared by k calls and what a forger hides per call is
+``slack_ms / k``.  Medians
 (never per-call maxima, which would charge honest kernels every scheduling hiccup).
 ``under-floor``: faster than max(bytes/bandwidth, flops/peak) is not credible.
 """
@@ -40,10 +43,13 @@ COPY_EFFICIENCY = 0.9
 
 @dataclass(frozen=True)
 class CallTimes:
-    event_ms: float             # runner: CUDA events around launch, harness stream
+    """One window: ``calls`` launches back to back (a batch; 1 but for short kernels)."""
+
+    event_ms: float             # runner: CUDA events around the launches, harness stream
     event_all_ms: float         # runner: to an event after a device-wide synchronize
     host_ms: float              # runner: host clock around both
-    window_ms: float            # trusted: command sent .. trusted copy of the outputs done
+    window_ms: float            # trusted: first input written .. trusted copy of the last outputs done
+    calls: int = 1              # launches in the window
 
 
 @dataclass(frozen=True)
@@ -101,20 +107,36 @@ def speed_of_light_ms(flops: float, nbytes: float, gpu: GpuInfo, precision: str)
     return max(memory_ms, compute_ms)
 
 
+def batch_size(overhead_ms: float, expected_ms: float, most: int) -> int:
+    """Launches per window for a shape: enough that the launches take about as long as the
+    window's own overhead (``expected_ms``: a fast kernel's time, the library's or the
+    speed-of-light floor; candidate-independent, so no candidate can choose its batch).  The
+    overhead, its noise and the slack are then shared by ``k`` calls: a runner that forges its
+    times hides at most slack / k per call."""
+    if most <= 1 or expected_ms <= 0 or overhead_ms <= expected_ms:
+        return 1
+    return max(1, min(most, math.ceil(overhead_ms / expected_ms)))
+
+
 def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequence[CallTimes],
               calibration: Calibration, baseline_clean_ms: float, floor_ms: float,
               library_ms: float = 0.0) -> ShapeTiming:
-    """One shape's timing.  The baseline's time is the lower of its interleaved credit and its
-    median with no candidate process alive (``baseline_clean_ms``): a candidate that slows the
-    GPU while the baseline runs gains nothing."""
-    cand = credited_ms(candidate, calibration)
-    base_interleaved = credited_ms(baseline, calibration)
+    """One shape's timing, per call (windows of ``calls`` launches: every window of a shape,
+    the baseline's and the calibration's included, has the same number).  The baseline's time
+    is the lower of its interleaved credit and its median with no candidate process alive
+    (``baseline_clean_ms``, per call): a candidate that slows the GPU while the baseline runs
+    gains nothing."""
+    k = candidate[0].calls
+    if any(c.calls != k for c in [*candidate, *baseline]):
+        raise ValueError(f"{shape_label}: windows of different batch sizes")
+    cand = credited_ms(candidate, calibration) / k
+    base_interleaved = credited_ms(baseline, calibration) / k
     base = min(base_interleaved, baseline_clean_ms) if baseline_clean_ms > 0 else base_interleaved
     flags = []
     if cand < floor_ms:
         flags.append(f"under-floor: {cand:.4g} ms is below the speed-of-light floor {floor_ms:.4g} ms")
     return ShapeTiming(shape_label=shape_label, median_ms=cand, baseline_median_ms=base,
-                       host_median_ms=statistics.median(c.window_ms for c in candidate),
-                       baseline_host_median_ms=statistics.median(c.window_ms for c in baseline),
-                       trials=len(candidate), speed_of_light_ms=floor_ms, flags=tuple(flags),
+                       host_median_ms=statistics.median(c.window_ms for c in candidate) / k,
+                       baseline_host_median_ms=statistics.median(c.window_ms for c in baseline) / k,
+                       trials=len(candidate) * k, speed_of_light_ms=floor_ms, flags=tuple(flags),
                        library_ms=library_ms)

@@ -4,9 +4,10 @@
    outputs poisoned, inputs checked unchanged, float64 reference; the first mismatch ends it;
 2. determinism: each validation shape's first inputs again; the outputs must equal the first run
    bitwise, or within the task's tolerance where the task says so (atomics reorder sums);
-3. benchmark: per shape, a warm-up call, then a number of timed calls fixed before timing; every
-   timed call has fresh secret inputs and is checked; the trusted baseline runner is timed
-   interleaved (one call every ``baseline_every``); credited times as in profile.py.
+3. benchmark: per shape, a warm-up window, then a number of timed windows fixed before timing,
+   each of the shape's batch size of calls (one, or several for short kernels: profile.batch_size);
+   every timed call has fresh secret inputs and is checked; the trusted baseline runner is timed
+   interleaved (one window every ``baseline_every``); credited times as in profile.py.
 A wall-clock budget bounds the whole candidate; past it the verdict is TIMEOUT.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..runner.libraries import MapsJudge, MapsUnreadable, mapped_files
 from ..tasks import Shape
 from ..types import GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
 from . import profile
-from .bench import Workbench, call_error, timed_call
+from .bench import Workbench, call_error, timed_batch
 from .inputs import make_case, reference
 from .validate import check_outputs, compare_inputs_unchanged
 
@@ -154,9 +155,14 @@ class Session:
 
     def _call(self, slot: Any, inputs: dict[str, Any], command_s: float,
               flush: bool = True) -> tuple[Any, dict[str, Any]]:
+        times, captured = self._timed([slot], [inputs], command_s, flush)
+        return times, captured[0]
+
+    def _timed(self, slots: list[Any], inputs: list[dict[str, Any]], command_s: float,
+               flush: bool = True) -> tuple[Any, list[dict[str, Any]]]:
         timeout = self._timeout(command_s)
         try:
-            reply, times, captured = timed_call(self.runner, slot, "candidate", inputs, timeout, flush=flush)
+            reply, times, captured = timed_batch(self.runner, slots, "candidate", inputs, timeout, flush=flush)
         except RunnerTimeout:
             if timeout < command_s:
                 raise _Stop(Verdict(Status.TIMEOUT, f"timeout: wall-clock budget of {self.cfg.candidate_budget_s:g} "
@@ -249,25 +255,31 @@ class Session:
         for shape in self.shapes:
             self.where = f"benchmark shape {shape.label}"
             sb = self.bench.shape_bench(shape)
-            self._attach(sb.candidate_slot)
-            baseline = self.bench.attach_baseline(sb.baseline_slot)
+            k = max(1, sb.batch)
+            slots = sb.candidate_slots[:k]
+            for slot in slots:
+                self._attach(slot)
+            baseline = self.bench.attach_baseline(*sb.baseline_slots[:k])
             with self.stages.stage("warmup"):
-                first = self._checked_call(sb, shape, xp, cfg.benchmark_timeout_s, first_call=True)
-                base_first = self._baseline_call(baseline, sb)
-            # the number of timed calls is fixed here, before any of them
-            per_call_s = (first.window_ms + base_first.window_ms / cfg.baseline_every) / 1e3
+                first = self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s, first_call=True)
+                base_first = self._baseline_window(baseline, sb, k)
+            # the number of timed windows is fixed here, before any of them: as many calls as
+            # the time budget allows within [min_trials, max_trials], k to a window, and never
+            # fewer than min_windows windows
+            per_call_s = (first.window_ms + base_first.window_ms / cfg.baseline_every) / 1e3 / k
             calls = int(min(cfg.max_trials, max(cfg.min_trials, cfg.time_budget_s / max(per_call_s, 1e-6))))
+            windows = max(cfg.min_windows, -(-calls // k))
             cand_calls, base_calls = [], []
             with self.stages.stage("timing"):
-                for i in range(calls):
+                for i in range(windows):
                     baseline_turn = i % cfg.baseline_every == 0
                     baseline_first = (i // cfg.baseline_every) % 2 == 0      # alternate the order
                     if baseline_turn and baseline_first:
-                        base_calls.append(self._baseline_call(baseline, sb))
-                    cand_calls.append(self._checked_call(sb, shape, xp, cfg.benchmark_timeout_s))
+                        base_calls.append(self._baseline_window(baseline, sb, k))
+                    cand_calls.append(self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s))
                     if baseline_turn and not baseline_first:
-                        base_calls.append(self._baseline_call(baseline, sb))
-            self.stages.count("timed_calls", len(cand_calls))
+                        base_calls.append(self._baseline_window(baseline, sb, k))
+            self.stages.count("timed_calls", len(cand_calls) * k)
             self.stages.seconds["timed_gpu"] = self.stages.seconds.get("timed_gpu", 0.0) + sum(
                 c.event_all_ms for c in cand_calls + base_calls) / 1e3
             sb.calibration.extend(base_calls)
@@ -287,19 +299,24 @@ class Session:
         return Verdict(Status.OK, f"correct; {geomean:.3g}x geomean speedup over naive on {len(timings)} shapes",
                        timings=tuple(timings))
 
-    def _baseline_call(self, baseline: RunnerProcess, sb: Any) -> profile.CallTimes:
-        reply, times, _ = timed_call(baseline, sb.baseline_slot, "baseline", sb.inputs.next(),
-                                     self.cfg.benchmark_timeout_s)
+    def _baseline_window(self, baseline: RunnerProcess, sb: Any, k: int) -> profile.CallTimes:
+        slots = sb.baseline_slots[:k]
+        reply, times, _ = timed_batch(baseline, slots, "baseline", [sb.inputs.next() for _ in slots],
+                                      self.cfg.benchmark_timeout_s)
         if times is None:
             raise RuntimeError(f"the naive seed failed while timing {sb.shape.label}: {call_error(reply)}")
         return times
 
-    def _checked_call(self, sb: Any, shape: Shape, xp: Any, command_s: float,
-                      first_call: bool = False) -> profile.CallTimes:
-        inputs = sb.inputs.next()
-        times, captured = self._call(sb.candidate_slot, inputs, command_s)
+    def _checked_window(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, command_s: float,
+                        first_call: bool = False) -> profile.CallTimes:
+        """One timed window of ``len(slots)`` calls, each with fresh inputs, each checked."""
+        inputs = [sb.inputs.next() for _ in slots]
+        times, captured = self._timed(slots, inputs, command_s)
         with self.stages.stage("timed_check"):
-            mismatch = self._check(captured, inputs, reference(self.task, inputs, shape, xp), shape, xp)
+            for values, taken in zip(inputs, captured):
+                mismatch = self._check(taken, values, reference(self.task, values, shape, xp), shape, xp)
+                if mismatch is not None:
+                    break
         if mismatch is None:
             return times
         if mismatch.output.startswith("input:"):

@@ -22,10 +22,33 @@ def evaluator():
     shapes = (task.make_shape({"n": 20011}, "bench"),)
     config = EvalConfig(device="fake", shapes=shapes, probe_bytes=1 << 20, library=False, cache_dir=None,
                         min_trials=6, max_trials=6, time_budget_s=0.05, clean_calls=4, validation_seeds=1,
-                        candidate_budget_s=30.0, baseline_source=kernels.HONEST)
+                        candidate_budget_s=30.0, baseline_source=kernels.HONEST, batch_max=1)
     ev = Evaluator(task, config)
     yield ev
     ev.close()
+
+
+@pytest.fixture(scope="module")
+def batched(evaluator):
+    """Short calls timed several to a window (the fake device's ~20 us relu against a window
+    overhead of hundreds of us)."""
+    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, batch_max=4, min_windows=3))
+    yield ev
+    ev.close()
+
+
+def test_short_kernels_are_timed_in_batches_and_every_call_is_checked(batched):
+    result = judge(batched, kernels.HONEST)
+    assert result.status is Status.OK, result.summary
+    bench = batched.bench.shape_bench(batched.bench_shapes[0])
+    assert bench.batch == 4 and len(bench.candidate_slots) == len(bench.baseline_slots) == 4
+    assert result.timings[0].trials == 12 and dict(result.counters)["timed_calls"] == 12   # 3 windows of 4
+
+
+def test_a_stale_answer_inside_a_batch_is_caught(batched):
+    """Fails if only the first call of a window is checked: the others replay an old output."""
+    result = judge(batched, kernels.STALE_OFF_THE_FIRST_SLOT)
+    assert result.rejection in ("wrong:timed-calls", "wrong:benchmark-shape"), result.summary   # warm-up or timing
 
 
 def judge(ev: Evaluator, source: str):

@@ -6,7 +6,8 @@ import statistics
 import numpy as np
 import pytest
 
-from evo_fsr.verdict.profile import CallTimes, Calibration, charged, credited_ms, speed_of_light_ms, summarise
+from evo_fsr.verdict.profile import (CallTimes, Calibration, batch_size, charged, credited_ms, speed_of_light_ms,
+                                     summarise)
 from evo_fsr.tasks import PRECISION_POLICIES
 from evo_fsr.types import EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
 from evo_fsr.verdict.validate import check_outputs, compare_inputs_unchanged, compare_output
@@ -217,6 +218,30 @@ def test_slack_is_the_noise_of_medians_not_of_one_call() -> None:
     assert calibration.slack_ms(30) < calibration.slack_ms(5) <= calibration.slack_ms(1) <= iqr + 1e-12
     forged = [CallTimes(0.5, 0.502, 0.51, c.window_ms) for c in base]          # claims half of its 1 ms
     assert credited_ms(forged, calibration) > 0.97
+
+
+def test_batch_size_shares_the_window_overhead_between_short_calls() -> None:
+    assert batch_size(0.3, 0.05, 8) == 6                  # six 50-us calls to a 0.3-ms overhead
+    assert batch_size(0.3, 0.01, 8) == 8                  # capped
+    assert batch_size(0.3, 0.5, 8) == 1                   # long kernels: one call a window
+    assert batch_size(0.3, 0.0, 8) == 1 and batch_size(0.3, 0.05, 1) == 1
+
+
+def test_a_forger_hides_at_most_slack_over_k_per_call_in_a_batch() -> None:
+    """Windows of k calls: the window's overhead and slack are shared by k calls, so claiming
+    half of the time gains at most slack / k per call (fails if summarise credits per window,
+    or divides the claim but not the window)."""
+    k = 8
+    spread = [0.2 * ((i * 7) % 10) / 9 for i in range(30)]             # 0.2 ms of host noise
+    base = [CallTimes(k * 0.05, k * 0.05 + 0.002, k * 0.05 + 0.01, k * 0.05 + 0.3 + s, calls=k) for s in spread]
+    calibration = Calibration.of(base)
+    forged = [CallTimes(k * 0.025, k * 0.025 + 0.001, k * 0.03, c.window_ms, calls=k) for c in base]
+    timing = summarise("s", forged, base[:10], calibration, 0.05, 0.001)
+    assert timing.median_ms >= 0.05 - calibration.slack_ms(30) / k - 1e-9
+    assert timing.median_ms > 0.04 and timing.trials == 30 * k
+    single = [CallTimes(0.025, 0.026, 0.03, 0.05 + 0.3 + s) for s in spread]   # the same claim, unbatched
+    one = Calibration.of([CallTimes(0.05, 0.052, 0.06, 0.05 + 0.3 + s) for s in spread])
+    assert summarise("s", single, single[:10], one, 0.05, 0.001).median_ms < timing.median_ms
 
 
 class _DeviceArray:
