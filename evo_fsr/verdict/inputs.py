@@ -128,17 +128,16 @@ def permutation_key(rng: secrets.SystemRandom) -> PermutationKey:
 # The same map as _permutation_ops, as one CuPy kernel (i is CuPy's element index; bits and
 # shift are the host's).  Checked against _permutation_ops on the device before first use; any
 # difference and the array operations are used instead.
-_PERMUTATION_SOURCE = r"""
-    unsigned long long m = (1ULL << bits) - 1ULL;
-    unsigned long long w = (unsigned long long)i;
+_WALK_SOURCE = r"""
+    const unsigned long long m = (1ULL << bits) - 1ULL;
     do {                                            /* cycle-walking: at most a few steps */
         w = (w * k0 + k1) & m; w ^= w >> shift;
         w = (w * k2 + k3) & m; w ^= w >> shift;
         w = (w * k4 + k5) & m; w ^= w >> shift;
         w = (w * k6 + k7) & m;
     } while (w >= count);
-    out = (long long)w;
 """
+_PERMUTATION_SOURCE = "unsigned long long w = (unsigned long long)i;" + _WALK_SOURCE + "out = (long long)w;"
 _permutation_ways: dict[int, Any] = {}          # per array module: the kernel, "ops" or "rotation"
 
 
@@ -271,25 +270,13 @@ _MIX_SOURCE = r"""
     h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;
     h = h ^ (h >> 31);
     const bool from_a = (h >> 63) != 0ULL;
-    const unsigned long long m = (1ULL << bits) - 1ULL;
+    const unsigned long long k0 = from_a ? a0 : b0, k1 = from_a ? a1 : b1, k2 = from_a ? a2 : b2,
+                             k3 = from_a ? a3 : b3, k4 = from_a ? a4 : b4, k5 = from_a ? a5 : b5,
+                             k6 = from_a ? a6 : b6, k7 = from_a ? a7 : b7;
     unsigned long long w = u;
-    if (from_a) {
-        do {
-            w = (w * a0 + a1) & m; w ^= w >> shift;
-            w = (w * a2 + a3) & m; w ^= w >> shift;
-            w = (w * a4 + a5) & m; w ^= w >> shift;
-            w = (w * a6 + a7) & m;
-        } while (w >= count);
-        out = a[(ptrdiff_t)(w * width + col)];
-    } else {
-        do {
-            w = (w * b0 + b1) & m; w ^= w >> shift;
-            w = (w * b2 + b3) & m; w ^= w >> shift;
-            w = (w * b4 + b5) & m; w ^= w >> shift;
-            w = (w * b6 + b7) & m;
-        } while (w >= count);
-        out = b[(ptrdiff_t)(w * width + col)];
-    }
+""" + _WALK_SOURCE + r"""
+    const ptrdiff_t at = (ptrdiff_t)(w * width + col);
+    out = from_a ? a[at] : b[at];
 """
 _mix_kernels: dict[int, Any] = {}               # per array module: the fused kernel, or "ops"
 

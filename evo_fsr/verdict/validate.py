@@ -85,16 +85,16 @@ def _decide(finite: bool, elementwise: bool, norm_err: float, norm_ref: float, t
 # element-wise bound is then err - rtol*|ref| <= atol*rms, decided on the host) and the number
 # of non-finite values; the got values are widened on their bit pattern as ``widen`` does.
 _TOLERANCE_SOURCE = r"""
+__device__ double evo_fsr_widen(unsigned int u) {
+    double y;
+""" + _WIDEN_SOURCE + r"""
+    return y;
+}
 extern "C" __global__ void evo_fsr_tolerance(const unsigned int* got, const double* ref, long long n,
                                              double floor_, double rtol, double* partial) {
     double sum_ref = 0.0, sum_err = 0.0, worst = -1.0 / 0.0, bad = 0.0;
     for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {
-        unsigned int u = got[k], e = (u >> 23) & 0xffu, m = u & 0x7fffffu;
-        double v;
-        if (e == 0u) v = ldexp((double)m, -149);
-        else if (e == 255u) v = m ? __longlong_as_double(0x7ff8000000000000ULL) : __longlong_as_double(0x7ff0000000000000ULL);
-        else v = __longlong_as_double(((unsigned long long)(e + 896u) << 52) | ((unsigned long long)m << 29));
-        if (u >> 31) v = -v;
+        double v = evo_fsr_widen(got[k]);
         double r = ref[k];
         if (!isfinite(v) || !isfinite(r)) { bad += 1.0; continue; }
         double d = fabs(v - r);
