@@ -41,6 +41,22 @@ class TrustedMemory(Protocol):
     def flush_l2(self) -> None: ...
 
 
+#: Device allocations are whole multiples of this (the GPU's large-page size).
+ALLOCATION_GRANULE = 2 * 2**20
+
+
+def allocation_bytes(nbytes: int) -> int:
+    """What to allocate for a buffer of ``nbytes``: rounded up to whole 2 MiB pages.  Measured on
+    an H100 (driver 580): a cudaMalloc of 200,000,068 bytes (50,000,017 floats) opened through
+    CUDA IPC in another process is read and written ~55 % slower there than in its own process
+    (relu, 214 against 137 us), while a 2 MiB multiple runs the same through IPC.  Every runner
+    sees its buffers through IPC, so an odd-sized benchmark shape was charged that slowdown,
+    candidate and naive alike, and the library (timed in this process on its own buffers) was
+    not.  The views keep the logical size."""
+    n = max(int(nbytes), 1)
+    return -(-n // ALLOCATION_GRANULE) * ALLOCATION_GRANULE
+
+
 _persisting_reset: Any = None
 
 
@@ -84,7 +100,7 @@ class CupyMemory:
 
     def alloc(self, nbytes: int) -> Block:
         rt = self._cupy.cuda.runtime
-        ptr = int(rt.malloc(max(int(nbytes), 1)))
+        ptr = int(rt.malloc(allocation_bytes(nbytes)))
         handle = bytes(rt.ipcGetMemHandle(ptr))
         return Block(ptr, int(nbytes), handle.hex())
 

@@ -15,11 +15,11 @@
 #include <math.h>
 #include <stdint.h>
 
-#define WARP_ITEMS 8        // knob: 1 2 4 8 16 32
-#define WARPS_PER_BLOCK 4   // knob: 2 4 8
+#define WARP_ITEMS 32       // knob: 1 2 4 8 16 32
+#define WARPS_PER_BLOCK 2   // knob: 2 4 8
 #define THREADS 256         // knob: 128 256 512 1024
 #define ITEMS 16            // knob: 4 8 16 32
-#define SPLIT_COLS 8192     // knob: 2048 4096 8192 16384
+#define SPLIT_COLS 16384    // knob: 2048 4096 8192 16384
 #define VEC 4               // knob: 1 2 4
 // Knob constraints (evo_fsr/knobs.py): a row cached in registers must fit (64 registers per
 // thread at 1024 threads).
