@@ -116,9 +116,10 @@ def main(argv: list[str] | None = None) -> int:
                 # the evaluator times the library in the same run (ShapeTiming.library_ms)
                 result = evaluator.evaluate(Candidate(task=name, source=source, label=label))
                 library_ms: dict[str, float | None] = {}
-                rows += rows_for(name, label, result, library_ms)
+                these = rows_for(name, label, result, library_ms)
+                rows += these
                 geomeans.append(geomean_line(name, label, result, library_ms))
-                print("\n".join("  ".join(r) for r in rows_for(name, label, result, library_ms)), flush=True)
+                print("\n".join("  ".join(r) for r in these), flush=True)             # progress
         finally:
             evaluator.close()
     print(render(rows, gpu, geomeans, markdown=False))

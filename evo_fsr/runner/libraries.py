@@ -286,7 +286,12 @@ def vendor_libraries(paths: Iterable[str], own: Iterable[str] = (),
     whatever its name, and any deleted file that looks like a library."""
     rules = rules or runner_read_rules()
     mine = {os.path.realpath(p) for p in own}
-    return [raw for raw in paths if _foreign(raw, rules) and os.path.realpath(raw.removesuffix(" (deleted)")) not in mine]
+    return [raw for raw in paths if _vendor(raw, rules, mine)]
+
+
+def _vendor(raw: str, rules: ReadRules, mine: set[str]) -> bool:
+    """A mapped path that is a shared object neither the runner nor the candidate (``mine``) needs."""
+    return _foreign(raw, rules) and os.path.realpath(raw.removesuffix(" (deleted)")) not in mine
 
 
 class MapsJudge:
@@ -306,7 +311,7 @@ class MapsJudge:
             if raw in self.settled:
                 continue
             if raw.endswith(" (deleted)"):
-                if _foreign(raw, self.rules) and os.path.realpath(raw.removesuffix(" (deleted)")) not in self.mine:
+                if _vendor(raw, self.rules, self.mine):
                     found.append(raw)
                 continue
             real = os.path.realpath(raw)

@@ -217,15 +217,17 @@ class Workbench:
 
     def _clean_windows(self, bench: ShapeBench, calls: int, timeout_s: float) -> list[CallTimes]:
         """``calls`` baseline windows of the shape's batch size after one to warm up."""
+        runner = self.attach_baseline(*bench.baseline_slots[:max(1, bench.batch)])
+        return [self.baseline_window(runner, bench, timeout_s) for _ in range(calls + 1)][1:]
+
+    def baseline_window(self, runner: RunnerProcess, bench: ShapeBench, timeout_s: float) -> CallTimes:
+        """One timed window of the trusted baseline on the shape's batch of buffer sets (attached
+        to ``runner``), each with fresh inputs."""
         slots = bench.baseline_slots[:max(1, bench.batch)]
-        runner = self.attach_baseline(*slots)
-        times = []
-        for _ in range(calls + 1):
-            reply, call, _ = timed_batch(runner, slots, "baseline", [bench.inputs.next() for _ in slots], timeout_s)
-            if call is None:
-                raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
-            times.append(call)
-        return times[1:]
+        reply, call, _ = timed_batch(runner, slots, "baseline", [bench.inputs.next() for _ in slots], timeout_s)
+        if call is None:
+            raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
+        return call
 
     def _library_ms(self, bench: ShapeBench) -> float:
         host = bench.inputs.first_base_host()

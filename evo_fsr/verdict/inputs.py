@@ -125,9 +125,8 @@ def permutation_key(rng: secrets.SystemRandom) -> PermutationKey:
     return tuple(w | 1 if k % 2 == 0 else w for k, w in enumerate(words))     # type: ignore[return-value]
 
 
-# The same map as _permutation_ops, as one CuPy kernel (i is CuPy's element index; bits and
-# shift are the host's).  Checked against _permutation_ops on the device before first use; any
-# difference and the array operations are used instead.
+# The walk of ``_permutation_ops`` in CUDA C, for the fused mix (``_MIX_SOURCE``; bits and shift
+# are the host's, w the unit's index on entry and its position on exit).
 _WALK_SOURCE = r"""
     const unsigned long long m = (1ULL << bits) - 1ULL;
     do {                                            /* cycle-walking: at most a few steps */
@@ -137,8 +136,7 @@ _WALK_SOURCE = r"""
         w = (w * k6 + k7) & m;
     } while (w >= count);
 """
-_PERMUTATION_SOURCE = "unsigned long long w = (unsigned long long)i;" + _WALK_SOURCE + "out = (long long)w;"
-_permutation_ways: dict[int, Any] = {}          # per array module: the kernel, "ops" or "rotation"
+_rotation_only: set[int] = set()                # array modules on which the permutation failed
 
 
 def _domain(n: int) -> tuple[int, int]:
@@ -174,45 +172,20 @@ def _permutation_ops(xp: Any, n: int, key: PermutationKey) -> Any:
 def permutation(xp: Any, n: int, key: PermutationKey) -> Any:
     """A secret permutation of range(n) (as int64 indices), fresh for every key.
 
-    On a device: the fused kernel, else (it failed its check) the array operations, else (they
-    failed too) a secret rotation by ``key[1]``, protocol v2.0's timed inputs, with a warning:
-    the verdict is never lost over the permutation."""
+    Should it fail on a device, a secret rotation by ``key[1]`` (protocol v2.0's timed inputs)
+    from then on, with a warning: the verdict is never lost over the permutation.  (On a device
+    the timed inputs take the fused mix, which walks the same permutation in its kernel; this
+    array form is its definition and its fallback.)"""
     if xp is np or n == 0:
         return _permutation_ops(xp, n, key)
-    way = _permutation_ways.get(id(xp))
-    if way is None:
-        way = _permutation_ways[id(xp)] = _device_permutation_kernel(xp) or "ops"
-    try:
-        if way == "ops":
+    if id(xp) not in _rotation_only:
+        try:
             return _permutation_ops(xp, n, key)
-        if way != "rotation":
-            out = xp.empty(n, dtype=xp.int64)
-            bits, shift = _domain(n)
-            way(xp.uint64(n), xp.uint64(bits), xp.uint64(shift), *(xp.uint64(v) for v in key), out)
-            return out
-    except Exception:  # noqa: BLE001 - see the docstring
-        log.warning("keyed permutations failed on this device; timed inputs fall back to secret rotations",
-                    exc_info=True)
-        _permutation_ways[id(xp)] = "rotation"
+        except Exception:  # noqa: BLE001 - see the docstring
+            log.warning("keyed permutations failed on this device; timed inputs fall back to secret rotations",
+                        exc_info=True)
+            _rotation_only.add(id(xp))
     return (xp.arange(n, dtype=xp.int64) + key[1] % n) % n
-
-
-def _device_permutation_kernel(xp: Any) -> Any:
-    """The fused kernel if it compiles and agrees with the array operations, else None."""
-    try:
-        params = "uint64 count, uint64 bits, uint64 shift, " + ", ".join(f"uint64 k{j}" for j in range(8))
-        kernel = xp.ElementwiseKernel(params, "int64 out", _PERMUTATION_SOURCE, "evo_fsr_keyed_permutation")
-        probe = permutation_key(secrets.SystemRandom())
-        for n in (1, 2, 3, 1000, 65536, 100_003):
-            out = xp.empty(n, dtype=xp.int64)
-            bits, shift = _domain(n)
-            kernel(xp.uint64(n), xp.uint64(bits), xp.uint64(shift), *(xp.uint64(v) for v in probe), out)
-            if not bool(xp.array_equal(out, _permutation_ops(xp, n, probe))):
-                raise RuntimeError(f"differs from the array operations at n = {n}")
-        return kernel
-    except Exception as exc:  # noqa: BLE001 - any failure: the slower, equivalent array operations
-        log.warning("keyed permutation kernel unusable (%s): using array operations", exc)
-        return None
 
 
 def mix(xp: Any, a: Any, b: Any, key_a: PermutationKey, key_b: PermutationKey, seed: int,
@@ -262,7 +235,7 @@ def _mix_ops(xp: Any, a: Any, b: Any, key_a: PermutationKey, key_b: PermutationK
 
 # ``mix`` in one pass: element i of unit u = i / width (width 1, or a row's length) is
 # a[pa(u) * width + i % width] or b[pb(u) * width + ...], by the top bit of splitmix64(u + seed)
-# (``_mask``), with pa, pb the keyed permutations of ``_PERMUTATION_SOURCE``.
+# (``_mask``), with pa, pb the keyed permutations of ``_permutation_ops`` (``_WALK_SOURCE``).
 _MIX_SOURCE = r"""
     unsigned long long u = (unsigned long long)i / width, col = (unsigned long long)i % width;
     unsigned long long h = (u + seed) * 0x9E3779B97F4A7C15ULL;

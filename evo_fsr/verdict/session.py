@@ -262,7 +262,7 @@ class Session:
             baseline = self.bench.attach_baseline(*sb.baseline_slots[:k])
             with self.stages.stage("warmup"):
                 first = self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s, first_call=True)
-                base_first = self._baseline_window(baseline, sb, k)
+                base_first = self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s)
             # the number of timed windows is fixed here, before any of them: as many calls as
             # the time budget allows within [min_trials, max_trials], k to a window, and never
             # fewer than min_windows windows
@@ -275,10 +275,10 @@ class Session:
                     baseline_turn = i % cfg.baseline_every == 0
                     baseline_first = (i // cfg.baseline_every) % 2 == 0      # alternate the order
                     if baseline_turn and baseline_first:
-                        base_calls.append(self._baseline_window(baseline, sb, k))
+                        base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s))
                     cand_calls.append(self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s))
                     if baseline_turn and not baseline_first:
-                        base_calls.append(self._baseline_window(baseline, sb, k))
+                        base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s))
             self.stages.count("timed_calls", len(cand_calls) * k)
             self.stages.seconds["timed_gpu"] = self.stages.seconds.get("timed_gpu", 0.0) + sum(
                 c.event_all_ms for c in cand_calls + base_calls) / 1e3
@@ -298,14 +298,6 @@ class Session:
         geomean = geometric_mean([t.speedup for t in timings])
         return Verdict(Status.OK, f"correct; {geomean:.3g}x geomean speedup over naive on {len(timings)} shapes",
                        timings=tuple(timings))
-
-    def _baseline_window(self, baseline: RunnerProcess, sb: Any, k: int) -> profile.CallTimes:
-        slots = sb.baseline_slots[:k]
-        reply, times, _ = timed_batch(baseline, slots, "baseline", [sb.inputs.next() for _ in slots],
-                                      self.cfg.benchmark_timeout_s)
-        if times is None:
-            raise RuntimeError(f"the naive seed failed while timing {sb.shape.label}: {call_error(reply)}")
-        return times
 
     def _checked_window(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, command_s: float,
                         first_call: bool = False) -> profile.CallTimes:
