@@ -50,6 +50,10 @@ class SharedFileMemory:
         count = int(np.prod(shape, dtype=np.int64))
         return np.frombuffer(self._maps[block.ptr], dtype=dtype, count=count).reshape(shape)
 
+    def fill(self, block: Block, byte: int) -> None:
+        mapped = self._maps[block.ptr]
+        mapped[:block.nbytes] = bytes([int(byte) & 0xFF]) * block.nbytes
+
     def synchronize(self) -> None: ...
 
     def flush_l2(self) -> None:

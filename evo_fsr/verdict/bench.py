@@ -68,7 +68,12 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     slots one after the other, copy every output out.  The trusted window runs from the moment
     the first inputs start to become visible to the runner (work done by anything of the
     candidate's from then on, a kernel left polling the inputs in another context included,
-    falls inside it) to the end of the last copy."""
+    falls inside it) to the end of the last copy.  ``inputs`` are private arrays no runner can
+    see, so their making (the fused mix, queued asynchronously) is finished before the window
+    opens: inside it, that compute-bound kernel put ~0.75 ms per call of clock-dependent time
+    into the window's overhead (relu, 16M elements, H100), which drifted between the clean
+    calibration and the timing and charged honest kernels up to 16 %."""
+    slots[0].memory.synchronize()
     start = time.perf_counter()
     for slot, values in zip(slots, inputs, strict=True):
         slot.load(values)

@@ -51,7 +51,7 @@ class EvalConfig:
     min_trials: int = 10                      # and at least (each one checked)
     time_budget_s: float = 2.0                # per shape: sets the number of timed calls, before timing
     batch_max: int = 8                        # launches per timed window for short kernels, at most
-    min_windows: int = 6                      # timed windows per shape, at least
+    min_windows: int = 16                     # timed windows per shape, at least
     baseline_every: int = 3                   # one interleaved baseline call per this many candidate calls
     clean_calls: int = 8                      # baseline calls per shape with no candidate code loaded
     clean_refresh: int = 50                   # candidates between two clean baseline measurements

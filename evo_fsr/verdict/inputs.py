@@ -87,7 +87,7 @@ class Slot:
             if arg.role in INPUT_ROLES:
                 view[...] = xp.asarray(inputs[arg.name])
             elif view.size:
-                view.reshape(-1).view(xp.uint8)[...] = POISON_BYTE
+                self.memory.fill(self.blocks[arg.name], POISON_BYTE)
         self.memory.synchronize()
 
     def capture(self) -> dict[str, Any]:

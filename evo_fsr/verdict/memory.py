@@ -37,6 +37,7 @@ class TrustedMemory(Protocol):
     def alloc(self, nbytes: int) -> Block: ...
     def free(self, block: Block) -> None: ...
     def view(self, block: Block, dtype: np.dtype, shape: tuple[int, ...]) -> Any: ...
+    def fill(self, block: Block, byte: int) -> None: ...      # every byte of the block (stream-ordered)
     def synchronize(self) -> None: ...
     def flush_l2(self) -> None: ...
 
@@ -112,6 +113,12 @@ class CupyMemory:
         memory = cupy.cuda.UnownedMemory(block.ptr, max(block.nbytes, 1), self)
         return cupy.ndarray(shape, dtype=dtype, memptr=cupy.cuda.MemoryPointer(memory, 0))
 
+    def fill(self, block: Block, byte: int) -> None:
+        """A memset on the current stream: ~25 us for 64 MiB on an H100, where an element-wise
+        fill of a uint8 view took ~0.3 ms (one byte per thread)."""
+        cupy = self._cupy
+        cupy.cuda.runtime.memsetAsync(block.ptr, int(byte) & 0xFF, block.nbytes, cupy.cuda.get_current_stream().ptr)
+
     def synchronize(self) -> None:
         self._cupy.cuda.runtime.deviceSynchronize()
 
@@ -125,7 +132,10 @@ class CupyMemory:
             self._flush = cupy.empty(max(4 * l2, 64 * 2**20), dtype=cupy.uint8)
         self._flushes += 1
         reset_persisting_l2()
-        self._flush.fill(self._flushes & 0xFF)
+        # a memset (~70 us for 200 MiB on an H100); CuPy's element-wise fill of the uint8 buffer
+        # took ~1 ms, all of it inside every timed window
+        cupy.cuda.runtime.memsetAsync(self._flush.data.ptr, self._flushes & 0xFF, self._flush.nbytes,
+                                      cupy.cuda.get_current_stream().ptr)
         self.synchronize()
 
 

@@ -12,20 +12,27 @@ window is a bound.  Over the timed calls of one shape, the time credited is
 
 where ``gap_ms`` (median device-wide tail) and ``overhead_ms`` (median of window - event) are
 calibrated on the trusted baseline runner's calls of the same shape in the same run, and
-``slack_ms`` is two standard errors of the difference of two medians (the candidate's window and
-the baseline's overhead): 2 * 1.2533 * sigma * sqrt(1/n_candidate + 1/n_baseline), with sigma the
-robust spread (IQR / 1.349) of the baseline's per-call overhead, capped at one IQR.  A median of 30 calls moves far
-less than one call does, so the allowance is the noise of the medians compared, not of a single
-call (it was the whole IQR: on an H100 a relu of 16M elements let a runner that forged its times
-hide a large part of a ~50 us kernel in it).  So work left on another stream, in another
-context, on a host thread after ``launch`` returns, or times forged on the reply pipe are
-measured and charged, not estimated and allowed: hiding work on fewer than half of the calls
-does not move a median, and hiding it on more moves the window's median.  What a candidate can
-still hide is at most ``slack_ms``.  Short kernels are timed in batches (``batch_size``): a
-window holds k launches on k buffer sets, each with its own fresh inputs and each checked, so the
-window's overhead and ``slack_ms`` are shared by k calls and what a forger hides per call is
-``slack_ms / k``.  Medians
-(never per-call maxima, which would charge honest kernels every scheduling hiccup).
+``slack_ms`` is one standard error of the difference of two medians (the candidate's window and
+the baseline's overhead): 1.2533 * sigma * sqrt(1/n_candidate + 1/n_baseline), with sigma the
+robust spread (IQR / 1.349) of the baseline's per-call overhead, capped at one IQR.  So work left
+on another stream, in another context, on a host thread after ``launch`` returns, or times forged
+on the reply pipe are measured and charged, not estimated and allowed: hiding work on fewer than
+half of the calls does not move a median, and hiding it on more moves the window's median.
+
+A shape whose credit exceeds its claims (``charged``) is timed again (session.py).  If the second
+round's claims agree with the window, that round is its timing: an honest kernel's unlucky round
+costs it nothing.  If they disagree again, the claims are set aside (``strict``): both rounds are
+credited ``median(window) - overhead_ms``, the window's own estimate with no allowance, so a runner
+that forges its times gains nothing on average.  What a runner can still hide is a claim below its
+time by less than ``slack_ms``, which is why the allowance is one standard error, not two: an
+honest round is charged about one time in six and timed again, and twice in a row about one in
+forty.  (With two standard errors and six windows of eight relu calls, on an H100, a runner that
+reported 1 us for every call was credited 1.23x the speed of the naive seed it ran.)
+
+Short kernels are timed in batches (``batch_size``): a window holds k launches on k buffer sets,
+each with its own fresh inputs and each checked, so the window's overhead and ``slack_ms`` are
+shared by k calls and what a forger hides per call is ``slack_ms / k``.  Medians (never per-call
+maxima, which would charge honest kernels every scheduling hiccup).
 ``under-floor``: faster than max(bytes/bandwidth, flops/peak) is not credible.
 """
 from __future__ import annotations
@@ -33,7 +40,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, MutableSequence, Sequence
 
 from ..types import GpuInfo, ShapeTiming
 
@@ -72,25 +79,60 @@ class Calibration:
                    spread_ms=max(0.0, quartiles[2] - quartiles[0]) / 1.349, calls=len(calls))
 
     def slack_ms(self, candidate_calls: int) -> float:
-        """Two standard errors of median(candidate window) - median(baseline overhead), and never
-        more than one call's interquartile range (the allowance before: with a handful of
-        baseline calls the standard error is the larger)."""
+        """``SLACK_STANDARD_ERRORS`` standard errors of median(candidate window) -
+        median(baseline overhead), and never more than one call's interquartile range."""
         n = max(1, candidate_calls)
-        standard_errors = 2.0 * 1.2533 * self.spread_ms * math.sqrt(1.0 / n + 1.0 / max(1, self.calls))
-        return min(standard_errors, 1.349 * self.spread_ms)
+        standard_error = 1.2533 * self.spread_ms * math.sqrt(1.0 / n + 1.0 / max(1, self.calls))
+        return min(SLACK_STANDARD_ERRORS * standard_error, 1.349 * self.spread_ms)
 
 
-def credited_ms(calls: Sequence[CallTimes], calibration: Calibration) -> float:
-    """The time credited to a shape's calls (see the module docstring)."""
+#: The allowance of the window bound, in standard errors of the difference of two medians.
+SLACK_STANDARD_ERRORS = 1.0
+
+
+def credited_ms(calls: Sequence[CallTimes], calibration: Calibration, strict: bool = False) -> float:
+    """The time credited to a shape's calls (see the module docstring); ``strict``: the claims
+    were charged in two rounds, so the window's estimate is credited with no allowance."""
+    bound = statistics.median(c.window_ms for c in calls) - calibration.overhead_ms
     return max(statistics.median(c.event_ms for c in calls),
                statistics.median(c.event_all_ms for c in calls) - calibration.gap_ms,
-               statistics.median(c.window_ms for c in calls) - calibration.overhead_ms
-               - calibration.slack_ms(len(calls)))
+               bound if strict else bound - calibration.slack_ms(len(calls)))
 
 
 def charged(calls: Sequence[CallTimes], calibration: Calibration, margin: float = 1.02) -> bool:
     """Whether the credit exceeds what the calls' own stream events claimed (escaped or forged time)."""
     return credited_ms(calls, calibration) > margin * statistics.median(c.event_ms for c in calls) + 1e-3
+
+
+@dataclass(frozen=True)
+class ShapeCalls:
+    """One shape's timed windows as they are credited (``time_shape``)."""
+
+    candidate: tuple[CallTimes, ...]
+    baseline: tuple[CallTimes, ...]
+    calibration: Calibration
+    strict: bool                # the claims were charged in both rounds and set aside
+    rounds: int
+
+
+Round = Callable[[], tuple[list[CallTimes], list[CallTimes]]]
+
+
+def time_shape(timing_round: Round, pool: MutableSequence[CallTimes]) -> ShapeCalls:
+    """One round of candidate windows with baseline windows interleaved (``timing_round``), and
+    a second when the first is ``charged`` (see the module docstring).  ``pool``: the shape's
+    trusted calibration windows, which every round's baseline windows join."""
+    candidate, baseline = timing_round()
+    pool.extend(baseline)
+    calibration = Calibration.of(list(pool))
+    if not charged(candidate, calibration):
+        return ShapeCalls(tuple(candidate), tuple(baseline), calibration, strict=False, rounds=1)
+    again, baseline_again = timing_round()
+    pool.extend(baseline_again)
+    calibration = Calibration.of(list(pool))
+    strict = charged(again, calibration)
+    return ShapeCalls(tuple(candidate + again) if strict else tuple(again), tuple(baseline + baseline_again),
+                      calibration, strict=strict, rounds=2)
 
 
 def peak_tflops(gpu: GpuInfo, precision: str) -> float:
@@ -120,16 +162,16 @@ def batch_size(overhead_ms: float, expected_ms: float, most: int) -> int:
 
 def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequence[CallTimes],
               calibration: Calibration, baseline_clean_ms: float, floor_ms: float,
-              library_ms: float = 0.0) -> ShapeTiming:
+              library_ms: float = 0.0, strict: bool = False) -> ShapeTiming:
     """One shape's timing, per call (windows of ``calls`` launches: every window of a shape,
     the baseline's and the calibration's included, has the same number).  The baseline's time
     is the lower of its interleaved credit and its median with no candidate process alive
     (``baseline_clean_ms``, per call): a candidate that slows the GPU while the baseline runs
-    gains nothing."""
+    gains nothing.  ``strict``: the candidate's claims were set aside (``credited_ms``)."""
     k = candidate[0].calls
     if any(c.calls != k for c in [*candidate, *baseline]):
         raise ValueError(f"{shape_label}: windows of different batch sizes")
-    cand = credited_ms(candidate, calibration) / k
+    cand = credited_ms(candidate, calibration, strict) / k
     base_interleaved = credited_ms(baseline, calibration) / k
     base = min(base_interleaved, baseline_clean_ms) if baseline_clean_ms > 0 else base_interleaved
     flags = []

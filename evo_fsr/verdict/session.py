@@ -7,7 +7,8 @@
 3. benchmark: per shape, a warm-up window, then a number of timed windows fixed before timing,
    each of the shape's batch size of calls (one, or several for short kernels: profile.batch_size);
    every timed call has fresh secret inputs and is checked; the trusted baseline runner is timed
-   interleaved (one window every ``baseline_every``); credited times as in profile.py.
+   interleaved (one window every ``baseline_every``); credited times as in profile.py, and a
+   shape whose claims disagree with the trusted window timed a second round (profile.time_shape).
 A wall-clock budget bounds the whole candidate; past it the verdict is TIMEOUT.
 """
 from __future__ import annotations
@@ -269,26 +270,14 @@ class Session:
             per_call_s = (first.window_ms + base_first.window_ms / cfg.baseline_every) / 1e3 / k
             calls = int(min(cfg.max_trials, max(cfg.min_trials, cfg.time_budget_s / max(per_call_s, 1e-6))))
             windows = max(cfg.min_windows, -(-calls // k))
-            cand_calls, base_calls = [], []
-            with self.stages.stage("timing"):
-                for i in range(windows):
-                    baseline_turn = i % cfg.baseline_every == 0
-                    baseline_first = (i // cfg.baseline_every) % 2 == 0      # alternate the order
-                    if baseline_turn and baseline_first:
-                        base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s))
-                    cand_calls.append(self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s))
-                    if baseline_turn and not baseline_first:
-                        base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s))
-            self.stages.count("timed_calls", len(cand_calls) * k)
-            self.stages.seconds["timed_gpu"] = self.stages.seconds.get("timed_gpu", 0.0) + sum(
-                c.event_all_ms for c in cand_calls + base_calls) / 1e3
-            sb.calibration.extend(base_calls)
-            calibration = profile.Calibration.of(list(sb.calibration))
-            charged += int(profile.charged(cand_calls, calibration))
+            timed = profile.time_shape(lambda: self._timing_round(sb, slots, shape, xp, baseline, windows),
+                                       sb.calibration)
+            self.stages.count("retimed_shapes", timed.rounds - 1)
+            charged += int(timed.strict)
             floor = profile.speed_of_light_ms(self.task.flops_of(shape), self.task.bytes_of(shape), self.gpu,
                                               self.task.precision)
-            timings.append(profile.summarise(shape.label, cand_calls, base_calls, calibration, sb.clean_ms,
-                                             floor, sb.library_ms))
+            timings.append(profile.summarise(shape.label, timed.candidate, timed.baseline, timed.calibration,
+                                             sb.clean_ms, floor, sb.library_ms, strict=timed.strict))
         self.stages.count("charged_shapes", charged)
         flagged = [f"{t.shape_label}: {flag}" for t in timings for flag in t.flags]
         if flagged:
@@ -298,6 +287,27 @@ class Session:
         geomean = geometric_mean([t.speedup for t in timings])
         return Verdict(Status.OK, f"correct; {geomean:.3g}x geomean speedup over naive on {len(timings)} shapes",
                        timings=tuple(timings))
+
+    def _timing_round(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, baseline: RunnerProcess,
+                      windows: int) -> tuple[list[profile.CallTimes], list[profile.CallTimes]]:
+        """``windows`` checked candidate windows with one trusted baseline window interleaved
+        every ``baseline_every`` (before or after, alternately)."""
+        cfg = self.cfg
+        cand_calls: list[profile.CallTimes] = []
+        base_calls: list[profile.CallTimes] = []
+        with self.stages.stage("timing"):
+            for i in range(windows):
+                baseline_turn = i % cfg.baseline_every == 0
+                baseline_first = (i // cfg.baseline_every) % 2 == 0      # alternate the order
+                if baseline_turn and baseline_first:
+                    base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s))
+                cand_calls.append(self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s))
+                if baseline_turn and not baseline_first:
+                    base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s))
+        self.stages.count("timed_calls", len(cand_calls) * len(slots))
+        self.stages.seconds["timed_gpu"] = self.stages.seconds.get("timed_gpu", 0.0) + sum(
+            c.event_all_ms for c in cand_calls + base_calls) / 1e3
+        return cand_calls, base_calls
 
     def _checked_window(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, command_s: float,
                         first_call: bool = False) -> profile.CallTimes:

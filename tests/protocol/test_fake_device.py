@@ -22,7 +22,7 @@ def evaluator():
     shapes = (task.make_shape({"n": 20011}, "bench"),)
     config = EvalConfig(device="fake", shapes=shapes, probe_bytes=1 << 20, library=False, cache_dir=None,
                         min_trials=6, max_trials=6, time_budget_s=0.05, clean_calls=4, validation_seeds=1,
-                        candidate_budget_s=30.0, baseline_source=kernels.HONEST, batch_max=1)
+                        candidate_budget_s=30.0, baseline_source=kernels.HONEST, batch_max=1, min_windows=6)
     ev = Evaluator(task, config)
     yield ev
     ev.close()
@@ -42,7 +42,10 @@ def test_short_kernels_are_timed_in_batches_and_every_call_is_checked(batched):
     assert result.status is Status.OK, result.summary
     bench = batched.bench.shape_bench(batched.bench_shapes[0])
     assert bench.batch == 4 and len(bench.candidate_slots) == len(bench.baseline_slots) == 4
-    assert result.timings[0].trials == 12 and dict(result.counters)["timed_calls"] == 12   # 3 windows of 4
+    counters = dict(result.counters)
+    rounds = 1 + counters["retimed_shapes"]         # a round charged by CPU noise is timed again
+    assert counters["timed_calls"] == 12 * rounds   # 3 windows of 4 a round
+    assert result.timings[0].trials == (24 if counters["charged_shapes"] else 12)
 
 
 def test_a_stale_answer_inside_a_batch_is_caught(batched):
@@ -58,10 +61,11 @@ def judge(ev: Evaluator, source: str):
 def test_honest_kernel_is_ok_with_no_false_speedup(evaluator):
     result = judge(evaluator, kernels.HONEST)
     assert result.status is Status.OK, result.summary
-    assert result.timings and result.timings[0].trials == 6
+    assert result.timings and result.timings[0].trials in (6, 12)
     assert 0.1 < result.geomean_speedup < 10.0
     counters = dict(result.counters)
-    assert counters["timed_calls"] == 6 and counters["validation_launches"] >= len(evaluator.task.validation)
+    assert counters["timed_calls"] == 6 * (1 + counters["retimed_shapes"])
+    assert counters["validation_launches"] >= len(evaluator.task.validation)
 
 
 def test_the_evaluator_flushes_the_l2_before_every_timed_call(evaluator):

@@ -27,12 +27,11 @@ def test_the_trusted_flush_resets_before_it_writes(monkeypatch: pytest.MonkeyPat
     order: list[str] = []
     monkeypatch.setattr(memory, "reset_persisting_l2", lambda: order.append("reset") or True)
 
-    class Buffer:
-        def fill(self, value: int) -> None:
-            order.append("fill")
-
+    from types import SimpleNamespace
+    runtime = SimpleNamespace(memsetAsync=lambda ptr, value, size, stream: order.append("fill"))
+    cupy = SimpleNamespace(cuda=SimpleNamespace(runtime=runtime, get_current_stream=lambda: SimpleNamespace(ptr=0)))
     fake = memory.CupyMemory.__new__(memory.CupyMemory)
-    fake._flush, fake._flushes, fake._cupy = Buffer(), 0, None
+    fake._flush, fake._flushes, fake._cupy = SimpleNamespace(data=SimpleNamespace(ptr=1), nbytes=64), 0, cupy
     fake.synchronize = lambda: order.append("sync")             # type: ignore[method-assign]
     fake.flush_l2()
     assert order == ["reset", "fill", "sync"]

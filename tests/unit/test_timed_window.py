@@ -1,0 +1,85 @@
+"""What a timed window holds: the trusted side's fills are memsets, and the private inputs are
+finished before the window opens (their making is not the candidate's time)."""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from evo_fsr.verdict.bench import timed_batch
+from evo_fsr.verdict.memory import Block, CupyMemory
+
+PENDING_S = 0.08    # the "mix kernel" still queued when timed_batch is called
+
+
+class QueuedWorkMemory:
+    """A device whose stream still holds PENDING_S of input making on the first synchronize."""
+
+    def __init__(self) -> None:
+        self.pending = True
+        self.events: list[str] = []
+
+    def synchronize(self) -> None:
+        self.events.append("sync")
+        if self.pending:
+            self.pending = False
+            time.sleep(PENDING_S)
+
+    def flush_l2(self) -> None:
+        self.events.append("flush")
+
+
+class StubSlot:
+    def __init__(self, memory: QueuedWorkMemory, name: str) -> None:
+        self.memory, self.name, self.scalars = memory, name, {}
+
+    def load(self, values: dict[str, Any]) -> None:
+        self.memory.events.append(f"load {self.name}")
+        self.memory.synchronize()
+
+    def capture(self) -> dict[str, Any]:
+        self.memory.events.append(f"capture {self.name}")
+        return {}
+
+
+class StubRunner:
+    def send(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        return {"rc": 0, "last_error": 0, "event_ms": 0.5, "event_all_ms": 0.5, "host_ms": 0.6}
+
+
+def test_the_private_inputs_are_made_before_the_window_opens() -> None:
+    """Fails if timed_batch opens the window before the queued input making is done: the
+    window would then hold PENDING_S of the evaluator's own work."""
+    memory = QueuedWorkMemory()
+    slots = [StubSlot(memory, "a"), StubSlot(memory, "b")]
+    reply, times, captured = timed_batch(StubRunner(), slots, "candidate", [{}, {}], 5.0)
+    assert times is not None and times.calls == 2
+    assert memory.events[:2] == ["sync", "load a"], memory.events
+    assert times.window_ms < PENDING_S * 1e3 / 2, times.window_ms
+
+
+def _cupy_memory(memset: list[tuple[int, int, int, int]]) -> CupyMemory:
+    runtime = SimpleNamespace(memsetAsync=lambda ptr, value, size, stream: memset.append((ptr, value, size, stream)),
+                              deviceSynchronize=lambda: None)
+    cuda = SimpleNamespace(runtime=runtime, get_current_stream=lambda: SimpleNamespace(ptr=7))
+    memory = object.__new__(CupyMemory)
+    memory._cupy = SimpleNamespace(cuda=cuda)
+    memory._flush, memory._flushes = None, 0
+    return memory
+
+
+def test_fill_is_one_memset_of_the_logical_size_on_the_current_stream() -> None:
+    calls: list[tuple[int, int, int, int]] = []
+    _cupy_memory(calls).fill(Block(0x1000, 200_000_068, "00"), 0x1FF)
+    assert calls == [(0x1000, 0xFF, 200_000_068, 7)]
+
+
+def test_the_l2_flush_is_one_memset_of_the_whole_flush_buffer_with_a_changing_value(monkeypatch) -> None:
+    calls: list[tuple[int, int, int, int]] = []
+    memory = _cupy_memory(calls)
+    monkeypatch.setattr("evo_fsr.verdict.memory.reset_persisting_l2", lambda: True)
+    memory._flush = SimpleNamespace(data=SimpleNamespace(ptr=0x2000), nbytes=200 * 2**20)
+    memory.flush_l2()
+    memory.flush_l2()
+    assert [(p, s, st) for p, _, s, st in calls] == [(0x2000, 200 * 2**20, 7)] * 2
+    assert calls[0][1] != calls[1][1]
