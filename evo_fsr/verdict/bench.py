@@ -70,9 +70,10 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     candidate's from then on, a kernel left polling the inputs in another context included,
     falls inside it) to the end of the last copy.  ``inputs`` are private arrays no runner can
     see, so their making (the fused mix, queued asynchronously) is finished before the window
-    opens: inside it, that compute-bound kernel put ~0.75 ms per call of clock-dependent time
-    into the window's overhead (relu, 16M elements, H100), which drifted between the clean
-    calibration and the timing and charged honest kernels up to 16 %."""
+    opens.  Inside it, that compute-bound kernel and a byte-wise poisoning of the outputs made
+    the loading of one relu call of 16M elements take 0.83 ms (0.09 ms now, H100), overhead whose
+    clock-dependent part drifted between the clean calibration and the timing and charged
+    honest kernels up to 16 %."""
     slots[0].memory.synchronize()
     start = time.perf_counter()
     for slot, values in zip(slots, inputs, strict=True):
