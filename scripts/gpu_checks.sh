@@ -3,7 +3,7 @@
 # order a session with ~30 minutes of device time should take them. Logs go to $OUT (the device
 # tool's folder) or ./gpu-logs.
 #
-#   scripts/gpu_checks.sh tests        # pytest -m gpu: evaluator, families, distributions, export, LLM
+#   scripts/gpu_checks.sh tests        # pytest -m gpu: evaluator, families, distributions, fused checks, export, LLM
 #   scripts/gpu_checks.sh adversarial  # suites v2 (verdict table printed) and v1
 #   scripts/gpu_checks.sh library      # families against the library, interleaved, one process
 #   scripts/gpu_checks.sh cost         # conv2d cost per candidate, ResNet-50 set: old protocol vs this one
@@ -22,14 +22,21 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 nvidia-smi -L
 case "${1:-tests}" in
 tests)
-    step "evaluator"; timeout 200 $P tests/gpu/test_evaluator_gpu.py tests/gpu/test_edges_gpu.py > "$out/t_eval.log" 2>&1; tail -n 3 "$out/t_eval.log"
-    step "families, distributions, export"
-    timeout 330 $P tests/gpu/test_families_a_gpu.py tests/gpu/test_families_b_gpu.py tests/gpu/test_distributions_gpu.py \
-        tests/gpu/test_export_gpu.py > "$out/t_families.log" 2>&1; tail -n 12 "$out/t_families.log"
-    step "LLM"; timeout 90 $P -s tests/gpu/test_llm_gpu.py > "$out/t_llm.log" 2>&1; grep -A1 "llm_diff outcomes" "$out/t_llm.log"; tail -n 2 "$out/t_llm.log"
+    # five groups at once (correctness only; ~270 s on an H100, where one after another passes
+    # the 600 s a device call may run); a fault in one group leaves the others' CUDA contexts alone
+    step "evaluator, edges, families, distributions, fused checks, export, LLM (5 groups in parallel)"
+    timeout 450 $P tests/gpu/test_evaluator_gpu.py tests/gpu/test_edges_gpu.py > "$out/t_eval.log" 2>&1 &
+    timeout 450 $P tests/gpu/test_families_a_gpu.py tests/gpu/test_export_gpu.py > "$out/t_families_a.log" 2>&1 &
+    timeout 450 $P tests/gpu/test_families_b_gpu.py -k validates > "$out/t_families_b1.log" 2>&1 &
+    timeout 450 $P tests/gpu/test_families_b_gpu.py -k aligned > "$out/t_families_b2.log" 2>&1 &
+    timeout 450 $P -s tests/gpu/test_distributions_gpu.py tests/gpu/test_fused_checks_gpu.py tests/gpu/test_llm_gpu.py \
+        > "$out/t_dist_llm.log" 2>&1 &
+    wait
+    for log in "$out"/t_*.log; do echo "-- $(basename "$log")"; grep -E "^(FAILED|ERROR)" "$log" | head -n 5; tail -n 1 "$log"; done
+    grep -A1 "llm_diff outcomes" "$out/t_dist_llm.log"
     ;;
 adversarial)
-    step "suite v2"; timeout 330 $P -s tests/adversarial/test_adversarial_v2_gpu.py > "$out/adv2.log" 2>&1
+    step "suite v2"; timeout 380 $P -s tests/adversarial/test_adversarial_v2_gpu.py > "$out/adv2.log" 2>&1
     grep -A70 "verdicts:" "$out/adv2.log" | grep -v "^\.\|^$" | head -n 70; tail -n 4 "$out/adv2.log"
     step "suite v1"; timeout 240 $P tests/adversarial/test_adversarial_gpu.py > "$out/adv1.log" 2>&1; tail -n 6 "$out/adv1.log"
     ;;
