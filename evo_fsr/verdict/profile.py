@@ -29,6 +29,13 @@ honest round is charged about one time in six and timed again, and twice in a ro
 forty.  (With two standard errors and six windows of eight relu calls, on an H100, a runner that
 reported 1 us for every call was credited 1.23x the speed of the naive seed it ran.)
 
+The calibration of a candidate's shape is the pool of trusted windows taken before it plus at
+most half as many of the baseline windows interleaved with its own, with the spread of the pool
+alone (``own_share_calibration``): a candidate that slowed the trusted side's copies while the
+baseline ran cannot raise the overhead subtracted from its own windows beyond the pool's upper
+quartile, nor stretch the slack.  Its interleaved windows join the pool for later candidates only
+if its claims stood and their overhead is within bounds (``admitted``).
+
 Short kernels are timed in batches (``batch_size``): a window holds k launches on k buffer sets,
 each with its own fresh inputs and each checked, so the window's overhead and ``slack_ms`` are
 shared by k calls and what a forger hides per call is ``slack_ms / k``.  Medians (never per-call
@@ -118,19 +125,53 @@ class ShapeCalls:
 Round = Callable[[], tuple[list[CallTimes], list[CallTimes]]]
 
 
+def own_share_calibration(prior: Sequence[CallTimes], own: Sequence[CallTimes]) -> Calibration:
+    """The calibration of one candidate's shape: the trusted windows taken before it (the clean
+    ones and earlier candidates' interleaved ones) and at most half as many of the baseline
+    windows interleaved with its own.  Those run in the timing's conditions, which the clean
+    ones do not quite share; but the candidate's process is alive during them, and one that
+    slowed the trusted side's copies while the baseline ran (and not while it ran itself) would
+    raise the overhead subtracted from its own windows.  With its windows at most a third of the
+    set, it moves the medians no further than the upper quartile of the rest; and the spread
+    (hence the slack) is the earlier windows' alone, since a third is enough to stretch an
+    interquartile range without bound."""
+    if not prior:
+        return Calibration.of(list(own))
+    mixed = Calibration.of([*prior, *own[:max(1, len(prior) // 2)]])
+    return Calibration(gap_ms=mixed.gap_ms, overhead_ms=mixed.overhead_ms,
+                       spread_ms=Calibration.of(list(prior)).spread_ms, calls=mixed.calls)
+
+
+def admitted(prior: Sequence[CallTimes], own: Sequence[CallTimes]) -> list[CallTimes]:
+    """Which of a candidate's interleaved baseline windows join the shape's pool for later
+    candidates: those whose overhead is within four spreads or a quarter of the pool's median
+    overhead, whichever is more.  A candidate that slowed the baseline's windows would
+    otherwise raise the calibration of the candidates after it (a lineage of such kernels, each
+    helping the next).  The quarter is for honest drift: on an H100 (relu, eight calls a window)
+    the timing's windows ran 0.2-0.3 ms above the clean ones' 2.8 ms, five of their spreads."""
+    if not prior:
+        return list(own)
+    reference = Calibration.of(list(prior))
+    limit = reference.overhead_ms + max(4.0 * reference.spread_ms, 0.25 * reference.overhead_ms, 1e-3)
+    return [c for c in own if c.window_ms - c.event_ms <= limit]
+
+
 def time_shape(timing_round: Round, pool: MutableSequence[CallTimes]) -> ShapeCalls:
     """One round of candidate windows with baseline windows interleaved (``timing_round``), and
     a second when the first is ``charged`` (see the module docstring).  ``pool``: the shape's
-    trusted calibration windows, which every round's baseline windows join."""
+    trusted calibration windows (``own_share_calibration``); the baseline windows of a shape
+    whose claims stood join it (``admitted``), those of a shape whose claims were set aside do not."""
+    prior = list(pool)
     candidate, baseline = timing_round()
-    pool.extend(baseline)
-    calibration = Calibration.of(list(pool))
+    calibration = own_share_calibration(prior, baseline)
     if not charged(candidate, calibration):
+        pool.extend(admitted(prior, baseline))
         return ShapeCalls(tuple(candidate), tuple(baseline), calibration, strict=False, rounds=1)
     again, baseline_again = timing_round()
-    pool.extend(baseline_again)
-    calibration = Calibration.of(list(pool))
+    calibration = own_share_calibration(prior, baseline_again + baseline)
     strict = charged(again, calibration)
+    if not strict:
+        pool.extend(admitted(prior, baseline + baseline_again))
     return ShapeCalls(tuple(candidate + again) if strict else tuple(again), tuple(baseline + baseline_again),
                       calibration, strict=strict, rounds=2)
 

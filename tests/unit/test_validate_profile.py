@@ -328,9 +328,41 @@ def test_claims_charged_twice_are_set_aside_and_the_window_credited_without_allo
                      (_noisy(0.001, 0.5, 16, seed=10), _noisy(0.5, 0.5, 6, seed=11)))
     timed = time_shape(rounds, pool)
     assert rounds.taken == 2 and timed.strict and len(timed.candidate) == 32 and len(timed.baseline) == 12
+    assert len(pool) == 32
     strict = credited_ms(timed.candidate, timed.calibration, strict=True)
     lenient = credited_ms(timed.candidate, timed.calibration)
     assert strict == pytest.approx(0.5, abs=0.01)
     assert lenient == pytest.approx(strict - timed.calibration.slack_ms(32)) and lenient < strict
     shape = summarise("s", timed.candidate, timed.baseline, timed.calibration, 0.5, 0.001, strict=True)
     assert shape.median_ms == pytest.approx(strict)
+
+
+def test_a_candidate_that_slows_the_baselines_windows_cannot_raise_its_own_calibration() -> None:
+    """A forger that reports 1 us and slows the trusted side's copies (+2 ms) whenever the
+    baseline runs, never while it runs itself: its 12 interleaved baseline windows outnumber
+    the 8 clean ones.  Fails if they may: the overhead subtracted from its windows is then 2 ms
+    too large and it is credited nothing."""
+    from evo_fsr.verdict.profile import own_share_calibration
+    clean = _noisy(0.5, 0.5, 8, seed=12)
+    hogged = [CallTimes(c.event_ms, c.event_all_ms, c.host_ms, c.window_ms + 2.0) for c in _noisy(0.5, 0.5, 6, seed=13)]
+    hogged_again = [CallTimes(c.event_ms, c.event_all_ms, c.host_ms, c.window_ms + 2.0) for c in _noisy(0.5, 0.5, 6, seed=14)]
+    pool = list(clean)
+    rounds = _Rounds((_noisy(0.001, 0.5, 16, seed=15), hogged), (_noisy(0.001, 0.5, 16, seed=16), hogged_again))
+    timed = time_shape(rounds, pool)
+    quartiles = statistics.quantiles([c.window_ms - c.event_ms for c in clean], n=4)
+    assert timed.calibration.overhead_ms <= quartiles[2] + 1e-9
+    assert timed.strict and credited_ms(timed.candidate, timed.calibration, strict=True) > 0.45
+    assert len(pool) == 8           # its claims were set aside: its windows calibrate no one after it
+    assert own_share_calibration(clean, hogged + hogged_again).calls == 12      # 8 + at most 4 of its own
+
+
+def test_slowed_baseline_windows_of_a_kernel_whose_claims_stood_do_not_join_the_pool() -> None:
+    """An honest-looking kernel (its claims agree with the clock) that slows the trusted side's
+    copies while the baseline runs: fails if its windows join the pool, where they would raise
+    the calibration of every candidate after it."""
+    pool = _noisy(0.5, 0.5, 32, seed=1)
+    hogged = [CallTimes(c.event_ms, c.event_all_ms, c.host_ms, c.window_ms + 2.0) for c in _noisy(0.5, 0.5, 6, seed=17)]
+    honest = _noisy(0.5, 0.5, 6, seed=18)
+    timed = time_shape(_Rounds((_noisy(0.5, 0.5, 16, seed=19), hogged[:3] + honest[:3])), pool)
+    assert not timed.strict and timed.rounds == 1
+    assert len(pool) == 35 and all(c.window_ms - c.event_ms < 1.0 for c in pool)
