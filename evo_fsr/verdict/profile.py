@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, MutableSequence, Sequence
 
 from ..types import GpuInfo, ShapeTiming
@@ -134,12 +134,9 @@ def own_share_calibration(prior: Sequence[CallTimes], own: Sequence[CallTimes]) 
     raise the overhead subtracted from its own windows.  With its windows at most a third of the
     set, it moves the medians no further than the upper quartile of the rest; and the spread
     (hence the slack) is the earlier windows' alone, since a third is enough to stretch an
-    interquartile range without bound."""
-    if not prior:
-        return Calibration.of(list(own))
+    interquartile range without bound.  ``prior`` is never empty: the clean windows come first."""
     mixed = Calibration.of([*prior, *own[:max(1, len(prior) // 2)]])
-    return Calibration(gap_ms=mixed.gap_ms, overhead_ms=mixed.overhead_ms,
-                       spread_ms=Calibration.of(list(prior)).spread_ms, calls=mixed.calls)
+    return replace(mixed, spread_ms=Calibration.of(prior).spread_ms)
 
 
 def admitted(prior: Sequence[CallTimes], own: Sequence[CallTimes]) -> list[CallTimes]:
@@ -149,9 +146,7 @@ def admitted(prior: Sequence[CallTimes], own: Sequence[CallTimes]) -> list[CallT
     otherwise raise the calibration of the candidates after it (a lineage of such kernels, each
     helping the next).  The quarter is for honest drift: on an H100 (relu, eight calls a window)
     the timing's windows ran 0.2-0.3 ms above the clean ones' 2.8 ms, five of their spreads."""
-    if not prior:
-        return list(own)
-    reference = Calibration.of(list(prior))
+    reference = Calibration.of(prior)
     limit = reference.overhead_ms + max(4.0 * reference.spread_ms, 0.25 * reference.overhead_ms, 1e-3)
     return [c for c in own if c.window_ms - c.event_ms <= limit]
 
@@ -164,16 +159,16 @@ def time_shape(timing_round: Round, pool: MutableSequence[CallTimes]) -> ShapeCa
     prior = list(pool)
     candidate, baseline = timing_round()
     calibration = own_share_calibration(prior, baseline)
-    if not charged(candidate, calibration):
-        pool.extend(admitted(prior, baseline))
-        return ShapeCalls(tuple(candidate), tuple(baseline), calibration, strict=False, rounds=1)
-    again, baseline_again = timing_round()
-    calibration = own_share_calibration(prior, baseline_again + baseline)
-    strict = charged(again, calibration)
+    rounds, strict = 1, False
+    if charged(candidate, calibration):
+        again, baseline_again = timing_round()
+        calibration = own_share_calibration(prior, baseline_again + baseline)   # the latest first
+        rounds, strict = 2, charged(again, calibration)
+        candidate = candidate + again if strict else again
+        baseline = baseline + baseline_again
     if not strict:
-        pool.extend(admitted(prior, baseline + baseline_again))
-    return ShapeCalls(tuple(candidate + again) if strict else tuple(again), tuple(baseline + baseline_again),
-                      calibration, strict=strict, rounds=2)
+        pool.extend(admitted(prior, baseline))
+    return ShapeCalls(tuple(candidate), tuple(baseline), calibration, strict=strict, rounds=rounds)
 
 
 def peak_tflops(gpu: GpuInfo, precision: str) -> float:
