@@ -20,11 +20,12 @@
 // image and are 16-byte aligned), scalar stores otherwise.
 // Split-K (grid.z) for grids too small to fill the GPU: each split writes its partial sums in
 // full to a static device buffer, and a second kernel sums them into y (no reset needed).
-// Regimes (launch): 1x1 stride-1 pad-0 convolutions take a plain GEMM gather (no border test,
-// Kgemm = C); the general path handles any R, S, pad, stride.
+// Regimes (launch): 3x3 stride-1 layers take Winograd F(2x2, 3x3) when the WINOGRAD knob (its filter tile) is not 0
+// (see conv2d_winograd_f2); 1x1 stride-1 pad-0 convolutions take a plain GEMM gather (no border
+// test, Kgemm = C); the general path handles any R, S, pad, stride.
 // Limits: C*H*W below 2^31 (the gather's offset within an image is 32-bit; image bases, filter
-// rows and output offsets are 64-bit); the split-K buffer is shared, so launches of this kernel must not run concurrently on
-// two streams when split-K engages.
+// rows and output offsets are 64-bit); the split-K and Winograd filter buffers are static, so
+// launches of this kernel must not run concurrently on two streams.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -37,6 +38,7 @@
 #define STAGES 3    // knob: 2 3 4
 #define SPLIT_K 4   // knob: 1 2 4
 #define A_LOAD_M 32 // knob: 32 64 128
+#define WINOGRAD 64 // knob: 0 32 64
 // Knob constraints (evo_fsr/knobs.py): combinations that break one never reach nvcc.
 // Register budget: launch_bounds(THREADS) leaves 65536 / THREADS registers per thread; a lane
 // needs about 2 * TM * TN + 64 (accumulators, fragments, gather state, addresses).
@@ -362,6 +364,270 @@ static cudaError_t launch_igemm(int device, dim3 grid, const float* x, const flo
     return cudaSuccess;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Winograd F(2x2, 3x3) for 3x3 stride-1 layers (knob WINOGRAD > 0).
+// Each output 2x2 tile needs a 4x4 input patch d; per channel, V = B^T d B and U = G g G^T are
+// 4x4 and the tile's output is A^T (sum over channels of U (.) V) A: 16 multiplies per tile and
+// channel instead of 36, i.e. 16 independent GEMMs (one per component xi of the 4x4) with
+// M = tiles, N = filters, K = channels.  F(2x2) only: F(4x4)'s transforms amplify fp32 rounding
+// past fp32_strict's tolerance at C >= 64.
+// Two kernels.  conv2d_winograd_filters writes U once per call into a static buffer, laid out
+// [c][xi][k] and zero-padded to whole steps of channels and whole filter tiles, so that the main
+// kernel copies it with unpredicated 16-byte cp.async (gathering the 3x3 filters in the main
+// loop was its L1 bottleneck: 9 strided loads per filter, one sector each).
+// conv2d_winograd_f2: a CTA owns WG_BT = 32 tiles x WG_BK filters, all 16 components; 8 warps,
+// warp w owns components 2w and 2w+1; a lane owns 8 tiles x WG_TN filters of each (float4
+// fragments; lane = 4 * lk + lt, so that each quarter-warp's epilogue stores hit distinct banks).
+// Each thread gathers one 4x4 patch (one tile, one channel) per step into registers a step ahead
+// and transforms it into the other shared buffer after the step's FMAs; the tile's (n, row,
+// column) and its border mask are computed once, so the main loop has no division.  The
+// epilogue stages all 16 components through shared memory (rows padded to WG_BT + 4 floats) and
+// applies A^T . A per (tile, filter).
+// WINOGRAD is the filter tile WG_BK of a CTA (32 or 64); 0 leaves 3x3 layers to the implicit GEMM.
+#define WG_BK (WINOGRAD ? WINOGRAD : 32)
+#define WG_BT 32
+#define WG_BC 8
+#define WG_THREADS 256
+#define WG_TN (WG_BK / 8)                    // filters per lane and component
+#define WG_V_STAGE (16 * WG_BC * WG_BT)
+#define WG_U_STAGE (16 * WG_BC * WG_BK)
+#define WG_U_CHUNKS (WG_U_STAGE / 4 / WG_THREADS)   // 16-byte copies per thread and step
+#define WG_M_LD (WG_BT + 4)
+#define WG_SMEM_MAIN (2 * (WG_V_STAGE + WG_U_STAGE) * 4)
+#define WG_SMEM_EPI (16 * WG_BK * WG_M_LD * 4)
+#define WG_SMEM_BYTES (WG_SMEM_MAIN > WG_SMEM_EPI ? WG_SMEM_MAIN : WG_SMEM_EPI)
+#define WG_U_FLOATS (4 << 20)                // 16 MiB: 16 x C x K up to C = K = 512
+static_assert(WG_BK % 32 == 0 && WG_U_STAGE % (4 * WG_THREADS) == 0, "Winograd filter tile");
+static_assert(WG_SMEM_BYTES <= 227 * 1024, "Winograd shared memory");
+
+__device__ __align__(16) float g_wino_u[WG_U_FLOATS];
+
+// The 1-D transforms, applied to rows and then to columns.
+__device__ __forceinline__ void wg_bt4(float a, float b, float c, float d, float* o) {
+    o[0] = a - c; o[1] = b + c; o[2] = c - b; o[3] = b - d;
+}
+__device__ __forceinline__ void wg_g3(float a, float b, float c, float* o) {
+    o[0] = a; o[1] = 0.5f * (a + b + c); o[2] = 0.5f * (a - b + c); o[3] = c;
+}
+
+// U[(c * 16 + xi) * Kp + k] = (G g G^T)[xi] of filter k, channel c; zero for c >= C or k >= K.
+__global__ void conv2d_winograd_filters(const float* __restrict__ w, float* __restrict__ u,
+                                        int C, int K, int Cp, int Kp) {
+    const long long total = (long long)Cp * Kp;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int c = (int)(i / Kp), k = (int)(i - (long long)c * Kp);
+        const bool ok = c < C && k < K;
+        float g[9], gr[12], o[4];
+        #pragma unroll
+        for (int e = 0; e < 9; ++e) g[e] = ok ? __ldg(w + ((long long)k * C + c) * 9 + e) : 0.0f;
+        #pragma unroll
+        for (int s = 0; s < 3; ++s) {        // G g: columns s of the three rows
+            wg_g3(g[s], g[3 + s], g[6 + s], o);
+            #pragma unroll
+            for (int r = 0; r < 4; ++r) gr[3 * r + s] = o[r];
+        }
+        #pragma unroll
+        for (int r = 0; r < 4; ++r) {        // (G g) G^T: each row
+            wg_g3(gr[3 * r], gr[3 * r + 1], gr[3 * r + 2], o);
+            #pragma unroll
+            for (int j = 0; j < 4; ++j) u[((long long)c * 16 + 4 * r + j) * Kp + k] = o[j];
+        }
+    }
+}
+
+__global__ void __launch_bounds__(WG_THREADS, 1)
+conv2d_winograd_f2(const float* __restrict__ x, const float* __restrict__ u, float* __restrict__ y,
+                   int N, int C, int H, int W, int K, int Kp, int pad, int P, int Q, int tiles_w, int tiles_hw) {
+    extern __shared__ __align__(16) float smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int lt = lane & 3, lk = lane >> 2;
+    const int k0 = blockIdx.y * WG_BK;
+
+    // This thread's patch: tile t of the CTA, channel c of each step (fixed for the whole loop).
+    const int t = tid % WG_BT, pc = tid / WG_BT;
+    const long long tile = (long long)blockIdx.x * WG_BT + t;
+    const bool tile_ok = tile < (long long)N * tiles_hw;
+    int n = 0, th = 0, tw = 0;
+    if (tile_ok) {
+        n = (int)(tile / tiles_hw);
+        const int rem = (int)(tile - (long long)n * tiles_hw);
+        th = rem / tiles_w; tw = rem - th * tiles_w;
+    }
+    const int h0 = 2 * th - pad, w0 = 2 * tw - pad;
+    unsigned mask = 0;                       // bit 4i+j: d[i][j] lies inside the image
+    #pragma unroll
+    for (int i = 0; i < 4; ++i)
+        #pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (tile_ok && h0 + i >= 0 && h0 + i < H && w0 + j >= 0 && w0 + j < W) mask |= 1u << (4 * i + j);
+    const long long HW = (long long)H * W;
+    const float* xp = x + (long long)n * C * HW + (long long)pc * HW + (long long)h0 * W + w0;
+    // U copies: 16-byte chunk q = tid + f * 256 of a step is row q / (WG_BK / 4) = xi * WG_BC + c,
+    // column 4 * (q % (WG_BK / 4)); a thread's chunks share c and step xi by 128 / WG_BK.
+    const int u_row = tid / (WG_BK / 4), u_col = (tid % (WG_BK / 4)) * 4;
+    const int u_c = u_row % WG_BC, u_xi = u_row / WG_BC;
+    const float* up = u + ((long long)u_c * 16 + u_xi) * Kp + k0 + u_col;
+    const int u_step = (128 / WG_BK) * Kp;
+
+    float d[16];
+    auto gather = [&](int c0) {
+        const bool c_ok = c0 + pc < C;
+        const float* src = xp + (long long)c0 * HW;
+        #pragma unroll
+        for (int i = 0; i < 4; ++i)
+            #pragma unroll
+            for (int j = 0; j < 4; ++j)
+                d[4 * i + j] = (c_ok && (mask >> (4 * i + j) & 1u)) ? __ldg(src + i * W + j) : 0.0f;
+    };
+    auto copy_filters = [&](int c0, int buf) {
+        float* dst = smem + buf * (WG_V_STAGE + WG_U_STAGE) + WG_V_STAGE + u_row * WG_BK + u_col;
+        const float* src = up + (long long)c0 * 16 * Kp;
+        #pragma unroll
+        for (int f = 0; f < WG_U_CHUNKS; ++f)
+            cp_async16(dst + f * (1024 / WG_BK) * WG_BK, src + f * u_step, true);
+        cp_async_commit();
+    };
+    auto transform_store = [&](int buf) {
+        float* Vs = smem + buf * (WG_V_STAGE + WG_U_STAGE);
+        float r[16], v[4];
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {        // B^T d: columns j of the four rows
+            wg_bt4(d[j], d[4 + j], d[8 + j], d[12 + j], v);
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) r[4 * i + j] = v[i];
+        }
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) {        // (B^T d) B: each row
+            wg_bt4(r[4 * i], r[4 * i + 1], r[4 * i + 2], r[4 * i + 3], v);
+            #pragma unroll
+            for (int j = 0; j < 4; ++j) Vs[((4 * i + j) * WG_BC + pc) * WG_BT + t] = v[j];
+        }
+    };
+
+    float acc[2][8][WG_TN];
+    #pragma unroll
+    for (int q = 0; q < 2; ++q)
+        #pragma unroll
+        for (int i = 0; i < 8; ++i)
+            #pragma unroll
+            for (int j = 0; j < WG_TN; ++j) acc[q][i][j] = 0.0f;
+
+    const int steps = (C + WG_BC - 1) / WG_BC;
+    copy_filters(0, 0);
+    gather(0);
+    transform_store(0);
+    cp_async_wait<0>();
+    __syncthreads();
+    for (int s = 0; s < steps; ++s) {
+        const bool more = s + 1 < steps;
+        if (more) {                          // in flight during the FMAs
+            copy_filters((s + 1) * WG_BC, (s + 1) & 1);
+            gather((s + 1) * WG_BC);
+        }
+        const float* Vs = smem + (s & 1) * (WG_V_STAGE + WG_U_STAGE);
+        const float* Us = Vs + WG_V_STAGE;
+        #pragma unroll
+        for (int c = 0; c < WG_BC; ++c) {
+            #pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const int xi = 2 * warp + q;
+                const float4* v4 = reinterpret_cast<const float4*>(Vs + (xi * WG_BC + c) * WG_BT);
+                const float4* u4 = reinterpret_cast<const float4*>(Us + (xi * WG_BC + c) * WG_BK);
+                float a[8], b[WG_TN];
+                *reinterpret_cast<float4*>(a) = v4[lt];
+                *reinterpret_cast<float4*>(a + 4) = v4[4 + lt];
+                #pragma unroll
+                for (int gq = 0; gq < WG_TN / 4; ++gq) *reinterpret_cast<float4*>(b + 4 * gq) = u4[lk + 8 * gq];
+                #pragma unroll
+                for (int i = 0; i < 8; ++i)
+                    #pragma unroll
+                    for (int j = 0; j < WG_TN; ++j) acc[q][i][j] = fmaf(a[i], b[j], acc[q][i][j]);
+            }
+        }
+        if (more) {
+            transform_store((s + 1) & 1);
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+    }
+
+    // Epilogue: the 16 components of each (tile, filter) meet in shared memory.
+    float* Ms = smem;
+    #pragma unroll
+    for (int q = 0; q < 2; ++q) {
+        const int xi = 2 * warp + q;
+        #pragma unroll
+        for (int j = 0; j < WG_TN; ++j) {
+            const int k = lk * 4 + (j & 3) + 32 * (j >> 2);
+            float* row = Ms + (xi * WG_BK + k) * WG_M_LD;
+            #pragma unroll
+            for (int half = 0; half < 2; ++half)
+                *reinterpret_cast<float4*>(row + 16 * half + 4 * lt) =
+                    make_float4(acc[q][4 * half][j], acc[q][4 * half + 1][j], acc[q][4 * half + 2][j], acc[q][4 * half + 3][j]);
+        }
+    }
+    __syncthreads();
+    if (!tile_ok) return;
+    const int p0 = 2 * th, q0 = 2 * tw;
+    const bool row1 = p0 + 1 < P, col1 = q0 + 1 < Q;
+    const bool pair = col1 && (Q & 1) == 0;  // 8-byte aligned float2 stores
+    const long long PQ = (long long)P * Q;
+    #pragma unroll 2
+    for (int kk = pc; kk < WG_BK; kk += WG_THREADS / WG_BT) {
+        if (k0 + kk >= K) break;
+        float m[16], r[8], o[2];
+        #pragma unroll
+        for (int xi = 0; xi < 16; ++xi) m[xi] = Ms[(xi * WG_BK + kk) * WG_M_LD + t];
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {        // A^T M: columns j
+            r[j] = m[j] + m[4 + j] + m[8 + j];
+            r[4 + j] = m[4 + j] - m[8 + j] - m[12 + j];
+        }
+        float* out = y + ((long long)n * K + k0 + kk) * PQ + (long long)p0 * Q + q0;
+        #pragma unroll
+        for (int i = 0; i < 2; ++i) {        // (A^T M) A: each row
+            if (i == 1 && !row1) break;
+            o[0] = r[4 * i] + r[4 * i + 1] + r[4 * i + 2];
+            o[1] = r[4 * i + 1] - r[4 * i + 2] - r[4 * i + 3];
+            float* dst = out + i * Q;
+            if (pair) {
+                *reinterpret_cast<float2*>(dst) = make_float2(o[0], o[1]);
+            } else {
+                dst[0] = o[0];
+                if (col1) dst[1] = o[1];
+            }
+        }
+    }
+}
+
+// Whether a layer fits the filter buffer: 16 x (C rounded up to a step) x (K to a tile).
+static bool winograd_fits(int C, int K) {
+    const long long Cp = (C + WG_BC - 1) / WG_BC * WG_BC, Kp = (K + WG_BK - 1) / WG_BK * WG_BK;
+    return 16 * Cp * Kp <= WG_U_FLOATS;
+}
+
+static cudaError_t launch_winograd(int device, float* ubuf, const float* x, const float* w, float* y, int N, int C,
+                                   int H, int W, int K, int pad, int P, int Q, cudaStream_t stream) {
+    static int configured_device = -1;
+    if (configured_device != device) {
+        cudaError_t err = cudaFuncSetAttribute(conv2d_winograd_f2, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               WG_SMEM_BYTES);
+        if (err != cudaSuccess) return err;
+        configured_device = device;
+    }
+    const int Cp = (C + WG_BC - 1) / WG_BC * WG_BC, Kp = (K + WG_BK - 1) / WG_BK * WG_BK;
+    const long long pairs = (long long)Cp * Kp;
+    const unsigned fblocks = (unsigned)((pairs + 255) / 256 < 4096 ? (pairs + 255) / 256 : 4096);
+    conv2d_winograd_filters<<<fblocks, 256, 0, stream>>>(w, ubuf, C, K, Cp, Kp);
+    const int tiles_h = (P + 1) / 2, tiles_w = (Q + 1) / 2;
+    const long long tiles = (long long)N * tiles_h * tiles_w;
+    const dim3 grid((unsigned)((tiles + WG_BT - 1) / WG_BT), (unsigned)(Kp / WG_BK));
+    conv2d_winograd_f2<<<grid, WG_THREADS, WG_SMEM_BYTES, stream>>>(x, ubuf, y, N, C, H, W, K, Kp, pad, P, Q,
+                                                                     tiles_w, tiles_h * tiles_w);
+    return cudaSuccess;
+}
+
 extern "C" int launch(const float* x, const float* w, float* y, int N, int C, int H, int W,
                       int K, int R, int S, int pad, int stride, cudaStream_t stream) {
     const int P = (H + 2 * pad - R) / stride + 1;
@@ -377,15 +643,21 @@ extern "C" int launch(const float* x, const float* w, float* y, int N, int C, in
     // Per-device facts, looked up once per device: SM count and the split-K buffer's address.
     static int cached_device = -1, sms = 0;
     static float* ws = nullptr;
+    static float* wino_u = nullptr;
     int device = 0;
     {
         cudaError_t err = cudaGetDevice(&device);
         if (err == cudaSuccess && device != cached_device) {
             err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
             if (err == cudaSuccess) err = cudaGetSymbolAddress((void**)&ws, g_splitk_ws);
+            if (err == cudaSuccess) err = cudaGetSymbolAddress((void**)&wino_u, g_wino_u);
             if (err == cudaSuccess) cached_device = device;
         }
         if (err != cudaSuccess) return (int)err;
+    }
+    if (WINOGRAD > 0 && R == 3 && S == 3 && stride == 1 && winograd_fits(C, K)) {
+        cudaError_t err = launch_winograd(device, wino_u, x, w, y, N, C, H, W, K, pad, P, Q, stream);
+        return err != cudaSuccess ? (int)err : (int)cudaGetLastError();
     }
     // Split-K while the grid is smaller than the GPU, each split keeping at least 4 k-tiles.
     int splits = 1;
