@@ -62,7 +62,7 @@ class EvalConfig:
     cache_dir: str | None = str(nvcc.DEFAULT_CACHE_DIR)
     profile: bool = True                      # False: validate only (no timing)
     prespawn: bool = True                     # start the next candidate's runner ahead of time
-    library: bool = True                      # time the vendor library (torch) per shape, once
+    library: bool = True                      # time the vendor library (torch) per shape (lowest round; bench.py)
     allow_vendor_libraries: bool = False      # candidates may load cuBLAS, cuDNN, ... (reported)
     device: str = "cuda"                      # "fake": host memory and a fake runtime (CPU tests)
     probe_bytes: int = 512 * 2**20            # the bandwidth probe's copy size

@@ -151,3 +151,23 @@ def test_work_left_running_after_return_gains_nothing(slow_evaluator):
     them (wrong), or the evaluator's own clock charged the time (no speedup)."""
     result = judge(slow_evaluator, kernels.ESCAPED_THREAD)
     assert result.status is not Status.OK or result.geomean_speedup < 1.3, result.summary
+
+
+def test_the_library_figure_is_the_lowest_round_not_the_first(evaluator, monkeypatch):
+    """A slow first library round must not set the bar for the whole run (on an H100 one such
+    round read cuDNN's stem at 0.18 ms instead of 0.099).  Fails if the library is timed once."""
+    from evo_fsr.verdict import library
+
+    rounds = iter([0.50, 0.20, 0.30, 0.15, 0.40])
+    monkeypatch.setattr(library, "library_median_ms", lambda *args, **kwargs: next(rounds))
+    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, library=True, clean_refresh=1))
+    try:
+        first = judge(ev, kernels.HONEST)
+        assert first.status is Status.OK, first.summary
+        assert first.timings[0].library_ms == pytest.approx(0.20)     # before and after the windows
+        second = judge(ev, kernels.HONEST)                            # refreshed: 0.30 is not kept
+        assert second.timings[0].library_ms == pytest.approx(0.20)
+        third = judge(ev, kernels.HONEST)
+        assert third.timings[0].library_ms == pytest.approx(0.15)
+    finally:
+        ev.close()
