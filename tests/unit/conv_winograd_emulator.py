@@ -75,7 +75,7 @@ def run(bk: int, x: np.ndarray, w: np.ndarray, pad: int, dtype=np.float64) -> np
     uf = transform_filters(w, bk, dtype)
     V_STAGE, U_STAGE = 16 * BC * BT, 16 * BC * bk
     assert 4 * smem_floats(bk) <= 227 * 1024
-    xf, wf = x.astype(dtype).ravel(), w.astype(dtype).ravel()
+    xf = x.astype(dtype).ravel()
     PQ, HW = P * Q, H * W
     y = np.full(N * K * PQ, np.nan, dtype=dtype)
     written = np.zeros(N * K * PQ, dtype=np.int64)

@@ -13,7 +13,8 @@ import random
 import numpy as np
 import pytest
 
-from conv_igemm_v2_emulator import Tiles, plan_splits, run  # tests/unit is on sys.path
+from bank_model import conflict_free_128bit  # tests/unit is on sys.path
+from conv_igemm_v2_emulator import Tiles, plan_splits, run
 from evo_fsr.knobs import KnobSpace, parse_knobs
 from evo_fsr.tasks import get_task
 
@@ -91,16 +92,6 @@ def test_split_k_engages_on_conv5_and_not_on_conv2() -> None:
     assert plan(conv2)[0] == 1
 
 
-def _conflict_free_128bit(byte_addresses: np.ndarray) -> bool:
-    """A warp's 16-byte shared loads, as served in 4 phases of 8 lanes: within a phase, distinct
-    addresses must fall in distinct groups of 4 banks (identical addresses are broadcast)."""
-    for phase in byte_addresses.reshape(4, 8):
-        distinct = np.unique(phase)
-        if len(np.unique((distinct // 16) % 8)) != len(distinct):
-            return False
-    return True
-
-
 @pytest.mark.parametrize("lanes_m", ["4", "8"])
 @pytest.mark.parametrize("bk", ["8", "16", "32"])
 def test_fragment_loads_are_bank_conflict_free(lanes_m: str, bk: str) -> None:
@@ -115,11 +106,11 @@ def test_fragment_loads_are_bank_conflict_free(lanes_m: str, bk: str) -> None:
             for k4 in range(0, t.BK, 4):
                 for g in range(t.TM // 4):
                     for u in range(4):
-                        assert _conflict_free_128bit(4 * ((k4 + u) * t.BM + a_col + g * t.LANES_M * 4))
+                        assert conflict_free_128bit(4 * ((k4 + u) * t.BM + a_col + g * t.LANES_M * 4))
                 for j in range(t.TN):
-                    assert _conflict_free_128bit(4 * ((b_row + j * t.LANES_N) * t.BS_LD + k4)), (t, j, k4)
+                    assert conflict_free_128bit(4 * ((b_row + j * t.LANES_N) * t.BS_LD + k4)), (t, j, k4)
     unpadded = (lane % 8) * 16 * 4                 # 8 lanes reading rows of 16 floats, no padding
-    assert not _conflict_free_128bit(unpadded), "the model cannot tell padding from none"
+    assert not conflict_free_128bit(unpadded), "the model cannot tell padding from none"
 
 
 def test_every_valid_combination_fits_shared_memory_and_tiles() -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conv_winograd_emulator import run, smem_floats  # tests/unit is on sys.path
-from evo_fsr.knobs import KnobSpace, parse_knobs
+from bank_model import conflict_free_128bit  # tests/unit is on sys.path
+from conv_winograd_emulator import run, smem_floats
+from evo_fsr.knobs import parse_knobs
 from evo_fsr.tasks import get_task
 
 TASK = get_task("conv2d")
@@ -83,16 +84,6 @@ def test_a_wrong_transform_is_caught() -> None:
         emu._bt4 = original
 
 
-def _quarter_warps_conflict_free(byte_addresses: np.ndarray) -> bool:
-    """A warp's 16-byte shared accesses, served in 4 phases of 8 lanes: within a phase, distinct
-    addresses must fall in distinct groups of 4 banks (identical addresses are broadcast)."""
-    for phase in byte_addresses.reshape(4, 8):
-        distinct = np.unique(phase)
-        if len(np.unique((distinct // 16) % 8)) != len(distinct):
-            return False
-    return True
-
-
 def _lanes(source: str) -> tuple[np.ndarray, np.ndarray]:
     """lt, lk of each lane, as the kernel's source assigns them (the two mappings it may use)."""
     lane = np.arange(32)
@@ -107,13 +98,13 @@ def test_fragment_reads_and_epilogue_stores_are_bank_conflict_free(bk: int) -> N
     lt, lk = _lanes(SOURCE)
     m_ld = 32 + 4
     for c in range(8):
-        assert _quarter_warps_conflict_free(4 * (c * 32 + 4 * lt))                  # V fragment
+        assert conflict_free_128bit(4 * (c * 32 + 4 * lt))                  # V fragment
         for g in range(bk // 32):
-            assert _quarter_warps_conflict_free(4 * (c * bk + 4 * (lk + 8 * g)))     # U fragment
+            assert conflict_free_128bit(4 * (c * bk + 4 * (lk + 8 * g)))     # U fragment
     for j in range(bk // 8):                                                         # epilogue
         k = lk * 4 + (j & 3) + 32 * (j >> 2)
         for half in range(2):
-            assert _quarter_warps_conflict_free(4 * (k * m_ld + 16 * half + 4 * lt)), (bk, j)
+            assert conflict_free_128bit(4 * (k * m_ld + 16 * half + 4 * lt)), (bk, j)
     # the model tells the mappings apart: lanes 0-7 sharing lt store 4-way conflicted rows
     old_lt, old_lk = np.arange(32) >> 3, np.arange(32) & 7
-    assert not _quarter_warps_conflict_free(4 * ((old_lk * 4) * m_ld + 4 * old_lt))
+    assert not conflict_free_128bit(4 * ((old_lk * 4) * m_ld + 4 * old_lt))
