@@ -5,7 +5,10 @@ The baseline (the task's naive seed) runs in its own long-lived runner process t
 candidate code, so no candidate can patch or starve it from inside.  Its "clean" time per shape
 is measured while no candidate code is loaded anywhere (before a candidate's first call, every
 ``clean_refresh`` candidates); a candidate's speedup uses the lower of that and the baseline's
-time interleaved with the candidate (profile.summarise).
+time interleaved with the candidate (profile.summarise).  At the same moments the shape's
+calibration windows (what a window costs beyond its launches, profile.py) are taken the way a
+candidate is timed, with a second trusted runner of the naive seed, the twin, in the candidate's
+place (``Workbench.calibration_round``).
 """
 from __future__ import annotations
 
@@ -18,9 +21,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..runner.harness import RunnerProcess
+from ..runner.libraries import mapped_files
 from ..runner.sandbox import SandboxPolicy
 from ..runner.supply import scratch_root
 from ..tasks import Shape, Task
@@ -28,6 +32,7 @@ from . import library
 from .inputs import Slot, TimedInputs, make_case, reference, timed_case
 from .memory import TrustedMemory
 from .profile import CallTimes, batch_size
+from .validate import check_call
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +97,16 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
                             window_ms, calls=len(slots)), captured
 
 
+def interleaving(windows: int, every: int) -> Iterator[tuple[bool, bool]]:
+    """Per timed window, whether a baseline window comes right before it and right after it: one
+    every ``every`` windows, before and after alternately (the candidate's timing and the
+    calibration share this pattern)."""
+    for i in range(windows):
+        turn = i % max(1, every) == 0
+        first = (i // max(1, every)) % 2 == 0
+        yield turn and first, turn and not first
+
+
 def call_error(reply: dict[str, Any]) -> str | None:
     """What went wrong in a call reply, or None."""
     if "error" in reply:
@@ -118,43 +133,52 @@ class Workbench:
         self.clean_refresh, self.measure_library = clean_refresh, measure_library
         self._validation: dict[str, Slot] = {}
         self._shapes: dict[str, ShapeBench] = {}
-        self._baseline: tuple[Path, RunnerProcess] | None = None
-        self._attached: set[str] = set()
+        self._runners: dict[str, tuple[Path, RunnerProcess]] = {}
+        self._attached: dict[str, set[str]] = {}
         self.candidates = 0
 
-    # -- the baseline runner ------------------------------------------------------------------
+    # -- the trusted runners: the baseline, and its twin for the calibration -----------------
     @property
     def baseline_runner(self) -> RunnerProcess:
         """The trusted baseline runner (started, or restarted if it died)."""
-        if self._baseline is not None and self._baseline[1].proc.poll() is None:
-            return self._baseline[1]
-        self._stop_baseline()
-        work = Path(tempfile.mkdtemp(prefix="evo-fsr-base-", dir=scratch_root()))
+        return self._trusted("baseline")
+
+    def _trusted(self, role: str) -> RunnerProcess:
+        """A trusted runner of the baseline's binary: ``baseline`` (timed beside candidates) or
+        ``twin`` (in the candidate's place during the calibration; idle otherwise)."""
+        held = self._runners.get(role)
+        if held is not None and held[1].proc.poll() is None:
+            return held[1]
+        self._stop(role)
+        work = Path(tempfile.mkdtemp(prefix=f"evo-fsr-{role}-", dir=scratch_root()))
         (work / "job.json").write_text(self._job("baseline"))
         # the library is written before the first call (the runner loads it then): the GPU probe,
-        # which the baseline's compile needs (arch), runs on this runner first
-        self._baseline = (work, RunnerProcess(work, policy=self.policy, extra_files=self._extra_files))
-        self._attached = set()
-        return self._baseline[1]
+        # which the baseline's compile needs (arch), runs on the baseline runner first
+        self._runners[role] = (work, RunnerProcess(work, policy=self.policy, extra_files=self._extra_files))
+        self._attached[role] = set()
+        return self._runners[role][1]
 
     def attach_baseline(self, *slots: Slot) -> RunnerProcess:
-        runner = self.baseline_runner
-        library = self._baseline[0] / "baseline.so"
+        return self._attach("baseline", slots)
+
+    def _attach(self, role: str, slots: tuple[Slot, ...]) -> RunnerProcess:
+        runner = self._trusted(role)
+        library = self._runners[role][0] / "baseline.so"
         if not library.exists():
             library.write_bytes(self._baseline_binary())
         for slot in slots:
-            if slot.name not in self._attached:
+            if slot.name not in self._attached[role]:
                 reply = runner.send(slot.attach_message(), 60)
                 if "error" in reply:
-                    raise RuntimeError(f"the baseline runner could not attach {slot.name}: {reply['error']}")
-                self._attached.add(slot.name)
+                    raise RuntimeError(f"the trusted {role} runner could not attach {slot.name}: {reply['error']}")
+                self._attached[role].add(slot.name)
         return runner
 
-    def _stop_baseline(self) -> None:
-        if self._baseline is not None:
-            self._baseline[1].close()
-            shutil.rmtree(self._baseline[0], ignore_errors=True)
-            self._baseline = None
+    def _stop(self, role: str) -> None:
+        held = self._runners.pop(role, None)
+        if held is not None:
+            held[1].close()
+            shutil.rmtree(held[0], ignore_errors=True)
 
     # -- buffers --------------------------------------------------------------------------------
     def validation_slot(self, shape: Shape) -> Slot:
@@ -199,43 +223,87 @@ class Workbench:
         return {name: {k: xp.asarray(v) for k, v in make_case(self.task, shape, secrets.randbits(63), name).items()}
                 for name in names}
 
-    # -- clean baseline times (no candidate code loaded anywhere) --------------------------------
+    # -- clean baseline times and the calibration (no candidate code loaded anywhere) ----------
     def refresh_clean(self, shapes: tuple[Shape, ...], calls: int, timeout_s: float,
-                      floor_ms: Callable[[Shape], float] = lambda shape: 0.0, batch_max: int = 1) -> None:
-        """Before a candidate's code is loaded: the baseline's clean time of every shape that has
-        none, or whose is ``clean_refresh`` candidates old; and the library's time, a round after
-        those windows at every refresh (two the first time, the batched windows, if any, in
-        between), keeping the lowest round median: noise only slows a round, and
-        one slow round, kept for a whole run, once read cuDNN's stem at 0.18 ms instead of 0.099
-        (1.94x "of library" for 1.36x).  The clean windows come first, as they always have.  The
-        first time, also the shape's batch size (``profile.batch_size``: from the window overhead
-        of these calls and the library's time, else the speed-of-light floor), its extra buffer
-        sets, and the calibration then taken again in windows of that size."""
+                      floor_ms: Callable[[Shape], float] = lambda shape: 0.0, batch_max: int = 1,
+                      every: int = 3) -> None:
+        """Before a candidate's code is loaded, for every shape that has none or whose is
+        ``clean_refresh`` candidates old: the calibration windows and the baseline's clean time
+        (``calibration_round``); then the library's time, a round after those windows at every
+        refresh (two the first time), keeping the lowest round median: noise only slows a round,
+        and one slow round, kept for a whole run, once read cuDNN's stem at 0.18 ms instead of
+        0.099 (1.94x "of library" for 1.36x).  The first time, also the shape's batch size
+        (``profile.batch_size``: from the window overhead of a few single calls and the library's
+        time, else the speed-of-light floor) and its extra buffer sets."""
         for shape in shapes:
             bench = self.shape_bench(shape)
             if bench.clean_at_candidate >= 0 and self.candidates - bench.clean_at_candidate < self.clean_refresh:
                 continue
-            times = self._clean_windows(bench, calls, timeout_s)
-            if self.measure_library:
-                bench.library_ms = lower_positive(bench.library_ms, self._library_ms(bench))
             if bench.batch == 0:
-                overhead = statistics.median(t.window_ms - t.event_ms for t in times)
+                single = self._single_windows(bench, min(calls, 3), timeout_s)
+                if self.measure_library:
+                    bench.library_ms = lower_positive(bench.library_ms, self._library_ms(bench))
+                overhead = statistics.median(t.window_ms - t.event_ms for t in single)
                 k = batch_size(overhead, bench.library_ms or floor_ms(shape), batch_max)
                 self._grow_batch(bench, k)
                 if k > 1:
                     log.info("%s: timed %d launches to a window (window overhead %.3f ms)", shape.label, k, overhead)
-                    bench.calibration.clear()
-                    times = self._clean_windows(bench, calls, timeout_s)
-                if self.measure_library:         # a second round the first time
-                    bench.library_ms = lower_positive(bench.library_ms, self._library_ms(bench))
+            times = self.calibration_round(bench, calls, every, timeout_s)
+            if self.measure_library:
+                bench.library_ms = lower_positive(bench.library_ms, self._library_ms(bench))
             bench.calibration.extend(times)
             bench.clean_ms = statistics.median(t.event_ms for t in times) / times[0].calls
             bench.clean_at_candidate = self.candidates
 
-    def _clean_windows(self, bench: ShapeBench, calls: int, timeout_s: float) -> list[CallTimes]:
-        """``calls`` baseline windows of the shape's batch size after one to warm up."""
-        runner = self.attach_baseline(*bench.baseline_slots[:max(1, bench.batch)])
-        return [self.baseline_window(runner, bench, timeout_s) for _ in range(calls + 1)][1:]
+    def _single_windows(self, bench: ShapeBench, calls: int, timeout_s: float) -> list[CallTimes]:
+        """``calls`` single-call baseline windows after one to warm up (the batch size's overhead)."""
+        runner = self.attach_baseline(bench.baseline_slot)
+        slot = [bench.baseline_slot]
+        windows = []
+        for _ in range(calls + 1):
+            reply, call, _ = timed_batch(runner, slot, "baseline", [bench.inputs.next()], timeout_s)
+            if call is None:
+                raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
+            windows.append(call)
+        return windows[1:]
+
+    def calibration_round(self, bench: ShapeBench, calls: int, every: int, timeout_s: float) -> list[CallTimes]:
+        """Trusted windows taken the way a candidate is timed (session.py): the twin runner in
+        the candidate's place, on the candidate's buffer sets, every call of its windows checked
+        and its memory map read, and the baseline runner's windows interleaved one every
+        ``every``.  Back-to-back baseline windows, as this calibration was taken until the eighth
+        session, ran 0.2-0.4 ms (of ~3 ms) below the timing's windows on an H100 (relu, 16M, eight
+        calls a window): honest kernels were charged, and a runner reporting 1 us for every call
+        was credited 1.52x the naive seed it ran.  Returns the twin's windows and the baseline's,
+        both in the timing's conditions; ``calls`` twin windows after a warm-up window of each."""
+        k = max(1, bench.batch)
+        twin = self._attach("twin", tuple(bench.candidate_slots[:k]))
+        base = self.attach_baseline(*bench.baseline_slots[:k])
+        self._twin_window(twin, bench, timeout_s)
+        self.baseline_window(base, bench, timeout_s)
+        windows: list[CallTimes] = []
+        for before, after in interleaving(calls, every):
+            if before:
+                windows.append(self.baseline_window(base, bench, timeout_s))
+            windows.append(self._twin_window(twin, bench, timeout_s))
+            if after:
+                windows.append(self.baseline_window(base, bench, timeout_s))
+        return windows
+
+    def _twin_window(self, twin: RunnerProcess, bench: ShapeBench, timeout_s: float) -> CallTimes:
+        slots = bench.candidate_slots[:max(1, bench.batch)]
+        inputs = [bench.inputs.next() for _ in slots]
+        reply, call, captured = timed_batch(twin, slots, "baseline", inputs, timeout_s)
+        if call is None or captured is None:
+            raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
+        mapped_files(twin.pid)          # as the candidate's memory map is read after each call
+        xp = self.memory.xp
+        for values, taken in zip(inputs, captured):
+            mismatch = check_call(self.task, taken, values, reference(self.task, values, bench.shape, xp),
+                                  bench.shape, xp)
+            if mismatch is not None:
+                raise RuntimeError(f"the naive seed is wrong on {bench.shape.label}: {mismatch.describe()}")
+        return call
 
     def baseline_window(self, runner: RunnerProcess, bench: ShapeBench, timeout_s: float) -> CallTimes:
         """One timed window of the trusted baseline on the shape's batch of buffer sets (attached
@@ -254,7 +322,8 @@ class Workbench:
         return float(ms or 0.0)
 
     def close(self) -> None:
-        self._stop_baseline()
+        for role in list(self._runners):
+            self._stop(role)
         for slot in [*self._validation.values(), *(s for b in self._shapes.values() for s in b.candidate_slots),
                      *(s for b in self._shapes.values() for s in b.baseline_slots)]:
             slot.free()

@@ -165,7 +165,7 @@ class Evaluator:
                                     floor_ms=lambda shape: speed_of_light_ms(self.task.flops_of(shape),
                                                                              self.task.bytes_of(shape), gpu,
                                                                              self.task.precision),
-                                    batch_max=self.config.batch_max)
+                                    batch_max=self.config.batch_max, every=self.config.baseline_every)
         with stages.stage("startup"):
             work, runner = self.runners.take()
         try:

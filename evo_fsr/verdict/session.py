@@ -28,9 +28,9 @@ from ..runner.libraries import MapsJudge, MapsUnreadable, mapped_files
 from ..tasks import Shape
 from ..types import GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
 from . import profile
-from .bench import Workbench, call_error, timed_batch
+from .bench import Workbench, call_error, interleaving, timed_batch
 from .inputs import make_case, reference
-from .validate import check_outputs, compare_inputs_unchanged
+from .validate import check_call, check_outputs
 
 
 log = logging.getLogger(__name__)
@@ -104,14 +104,7 @@ class Session:
 
     def _check(self, captured: dict[str, Any], inputs: dict[str, Any], expected: dict[str, Any], shape: Shape,
                xp: Any) -> Mismatch | None:
-        read_only = {a.name: xp.asarray(inputs[a.name]) for a in self.task.args if a.role == "input"}
-        changed = compare_inputs_unchanged(read_only, {k: captured["after:" + k] for k in read_only}, shape.label, xp)
-        if changed:
-            return changed
-        outputs = {k: v for k, v in captured.items() if not k.startswith("after:")}
-        return check_outputs(outputs, expected, inputs, shape.env, self.task.tol, shape.label,
-                             exact=self.task.precision == "exact", custom_compare=self.task.custom_compare, xp=xp,
-                             error_scale=self.task.error_scale)
+        return check_call(self.task, captured, inputs, expected, shape, xp)
 
     def _check_libraries(self) -> None:
         """Shared objects mapped into the runner besides its own needs and the candidate's library,
@@ -291,18 +284,17 @@ class Session:
     def _timing_round(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, baseline: RunnerProcess,
                       windows: int) -> tuple[list[profile.CallTimes], list[profile.CallTimes]]:
         """``windows`` checked candidate windows with one trusted baseline window interleaved
-        every ``baseline_every`` (before or after, alternately)."""
+        every ``baseline_every`` (before or after, alternately; the calibration's twin is timed
+        in the same pattern, bench.calibration_round)."""
         cfg = self.cfg
         cand_calls: list[profile.CallTimes] = []
         base_calls: list[profile.CallTimes] = []
         with self.stages.stage("timing"):
-            for i in range(windows):
-                baseline_turn = i % cfg.baseline_every == 0
-                baseline_first = (i // cfg.baseline_every) % 2 == 0      # alternate the order
-                if baseline_turn and baseline_first:
+            for before, after in interleaving(windows, cfg.baseline_every):
+                if before:
                     base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s))
                 cand_calls.append(self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s))
-                if baseline_turn and not baseline_first:
+                if after:
                     base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s))
         self.stages.count("timed_calls", len(cand_calls) * len(slots))
         self.stages.seconds["timed_gpu"] = self.stages.seconds.get("timed_gpu", 0.0) + sum(

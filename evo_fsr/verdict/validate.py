@@ -283,3 +283,19 @@ def check_outputs(outputs: Mapping[str, Any], expected: Mapping[str, Any], input
         if found:
             return found
     return None
+
+
+def check_call(task: Any, captured: Mapping[str, Any], inputs: Mapping[str, Any], expected: Mapping[str, Any],
+               shape: Any, xp: Any = np) -> Mismatch | None:
+    """One call as the trusted side captured it (``captured``: the outputs, and each input read
+    back after the call as ``after:NAME``): inputs unchanged, then every output against
+    ``expected``.  The candidate's timed calls and the calibration's twin calls are checked
+    alike (bench.py: the calibration runs in the timing's conditions)."""
+    read_only = {a.name: xp.asarray(inputs[a.name]) for a in task.args if a.role == "input"}
+    changed = compare_inputs_unchanged(read_only, {k: captured["after:" + k] for k in read_only}, shape.label, xp)
+    if changed:
+        return changed
+    outputs = {k: v for k, v in captured.items() if not k.startswith("after:")}
+    return check_outputs(outputs, expected, inputs, shape.env, task.tol, shape.label,
+                         exact=task.precision == "exact", custom_compare=task.custom_compare, xp=xp,
+                         error_scale=task.error_scale)

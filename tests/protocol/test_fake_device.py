@@ -171,3 +171,58 @@ def test_the_library_figure_is_the_lowest_round_not_the_first(evaluator, monkeyp
         assert third.timings[0].library_ms == pytest.approx(0.15)
     finally:
         ev.close()
+
+
+def test_the_calibration_is_taken_the_way_a_candidate_is_timed(evaluator, monkeypatch):
+    """The windows that calibrate the credited time must be taken in the timing's conditions.
+    Taken back to back on the baseline runner, with no check between them, they ran 0.2-0.4 ms
+    (of ~3 ms) below the timing's windows on an H100: the naive seed judged against itself read
+    0.62-0.81x, and a runner reporting 1 us per call was credited 1.52x.  Here the sequence of
+    windows (C: on the candidate's buffer sets, B: on the baseline's) and checks (k) of the
+    calibration must equal that of a candidate's timing round.  Fails with the back-to-back
+    calibration (B B B B B B, no check)."""
+    from evo_fsr.verdict import bench as bench_module, session as session_module
+
+    trace: list[str] = []
+    recording = {"on": False}
+    real_batch, real_check = bench_module.timed_batch, bench_module.check_call
+
+    def batch(runner, slots, *args, **kwargs):
+        if recording["on"]:
+            trace.append("B" if slots[0].name.startswith("b:") else "C")
+        return real_batch(runner, slots, *args, **kwargs)
+
+    def check(*args, **kwargs):
+        if recording["on"]:
+            trace.append("k")
+        return real_check(*args, **kwargs)
+
+    def recorded(method):
+        def run(*args, **kwargs):
+            recording["on"] = True
+            try:
+                return method(*args, **kwargs)
+            finally:
+                recording["on"] = False
+                trace.append("|")
+        return run
+
+    for module in (bench_module, session_module):
+        monkeypatch.setattr(module, "timed_batch", batch)
+        monkeypatch.setattr(module, "check_call", check)
+    monkeypatch.setattr(bench_module.Workbench, "calibration_round",
+                        recorded(bench_module.Workbench.calibration_round))
+    monkeypatch.setattr(session_module.Session, "_timing_round", recorded(session_module.Session._timing_round))
+    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, clean_calls=6, min_windows=6))
+    try:
+        result = judge(ev, kernels.HONEST)
+    finally:
+        ev.close()
+    assert result.status is Status.OK, result.summary
+    rounds = "".join(trace).split("|")
+    calibration, timing = rounds[0], rounds[1]
+    # the calibration's two warm-up windows (twin, checked; baseline) come before its loop, as the
+    # candidate's warm-up windows come before its timing round
+    assert calibration[:3] == "CkB", calibration
+    assert calibration[3:] == timing, (calibration, timing)
+    assert timing.count("C") == 6 and timing.count("k") == 6 and timing.count("B") == 2, timing
