@@ -366,3 +366,22 @@ def test_slowed_baseline_windows_of_a_kernel_whose_claims_stood_do_not_join_the_
     timed = time_shape(_Rounds((_noisy(0.5, 0.5, 16, seed=19), hogged[:3] + honest[:3])), pool)
     assert not timed.strict and timed.rounds == 1
     assert len(pool) == 35 and all(c.window_ms - c.event_ms < 1.0 for c in pool)
+
+
+def test_claims_set_aside_are_credited_with_the_lower_overhead_estimate() -> None:
+    """A runner that reports 1 us, whose windows run 0.2 ms below the calibration's overhead (on
+    an H100 the pool ran 0.1-0.3 ms above a forger's windows, which was credited 1.52x the
+    naive seed it ran); the baseline windows interleaved with its own show the lower overhead.
+    Fails if the calibration's overhead alone is subtracted: it is credited 0.3 ms for 0.5 ms."""
+    pool = _noisy(0.5, 0.5, 32, shift=0.2, seed=1)
+    rounds = _Rounds((_noisy(0.001, 0.5, 16, seed=12), _noisy(0.5, 0.5, 6, seed=13)),
+                     (_noisy(0.001, 0.5, 16, seed=14), _noisy(0.5, 0.5, 6, seed=15)))
+    timed = time_shape(rounds, pool)
+    assert timed.strict
+    assert credited_ms(timed.candidate, timed.calibration, strict=True) == pytest.approx(0.5, abs=0.02)
+    # and a candidate can only raise its own windows' overhead: that estimate is then ignored
+    slowed = _Rounds((_noisy(0.001, 0.5, 16, seed=12), _noisy(0.5, 0.5, 6, shift=2.0, seed=13)),
+                     (_noisy(0.001, 0.5, 16, seed=14), _noisy(0.5, 0.5, 6, shift=2.0, seed=15)))
+    timed = time_shape(slowed, _noisy(0.5, 0.5, 32, seed=1))
+    assert timed.strict
+    assert credited_ms(timed.candidate, timed.calibration, strict=True) == pytest.approx(0.5, abs=0.02)
