@@ -248,11 +248,11 @@ class Workbench:
                 self._grow_batch(bench, k)
                 if k > 1:
                     log.info("%s: timed %d launches to a window (window overhead %.3f ms)", shape.label, k, overhead)
-            times = self.calibration_round(bench, calls, every, timeout_s)
+            twin, base = self.calibration_round(bench, calls, every, timeout_s)
             if self.measure_library:
                 bench.library_ms = lower_positive(bench.library_ms, self._library_ms(bench))
-            bench.calibration.extend(times)
-            bench.clean_ms = statistics.median(t.event_ms for t in times) / times[0].calls
+            bench.calibration.extend(twin)
+            bench.clean_ms = statistics.median(t.event_ms for t in twin + base) / twin[0].calls
             bench.clean_at_candidate = self.candidates
 
     def _single_windows(self, bench: ShapeBench, calls: int, timeout_s: float) -> list[CallTimes]:
@@ -267,28 +267,31 @@ class Workbench:
             windows.append(call)
         return windows[1:]
 
-    def calibration_round(self, bench: ShapeBench, calls: int, every: int, timeout_s: float) -> list[CallTimes]:
+    def calibration_round(self, bench: ShapeBench, calls: int, every: int,
+                          timeout_s: float) -> tuple[list[CallTimes], list[CallTimes]]:
         """Trusted windows taken the way a candidate is timed (session.py): the twin runner in
         the candidate's place, on the candidate's buffer sets, every call of its windows checked
         and its memory map read, and the baseline runner's windows interleaved one every
         ``every``.  Back-to-back baseline windows, as this calibration was taken until the eighth
         session, ran 0.2-0.4 ms (of ~3 ms) below the timing's windows on an H100 (relu, 16M, eight
         calls a window): honest kernels were charged, and a runner reporting 1 us for every call
-        was credited 1.52x the naive seed it ran.  Returns the twin's windows and the baseline's,
-        both in the timing's conditions; ``calls`` twin windows after a warm-up window of each."""
+        was credited 1.52x the naive seed it ran.  Returns the twin's windows (the calibration
+        pool: the candidate's role) and the baseline's, ``calls`` twin windows after a warm-up
+        window of each."""
         k = max(1, bench.batch)
         twin = self._attach("twin", tuple(bench.candidate_slots[:k]))
         base = self.attach_baseline(*bench.baseline_slots[:k])
         self._twin_window(twin, bench, timeout_s)
         self.baseline_window(base, bench, timeout_s)
-        windows: list[CallTimes] = []
+        twins: list[CallTimes] = []
+        bases: list[CallTimes] = []
         for before, after in interleaving(calls, every):
             if before:
-                windows.append(self.baseline_window(base, bench, timeout_s))
-            windows.append(self._twin_window(twin, bench, timeout_s))
+                bases.append(self.baseline_window(base, bench, timeout_s))
+            twins.append(self._twin_window(twin, bench, timeout_s))
             if after:
-                windows.append(self.baseline_window(base, bench, timeout_s))
-        return windows
+                bases.append(self.baseline_window(base, bench, timeout_s))
+        return twins, bases
 
     def _twin_window(self, twin: RunnerProcess, bench: ShapeBench, timeout_s: float) -> CallTimes:
         slots = bench.candidate_slots[:max(1, bench.batch)]

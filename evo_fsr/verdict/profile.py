@@ -34,8 +34,9 @@ The calibration of a candidate's shape is the pool of trusted windows taken befo
 most half as many of the baseline windows interleaved with its own, with the spread of the pool
 alone (``own_share_calibration``): a candidate that slowed the trusted side's copies while the
 baseline ran cannot raise the overhead subtracted from its own windows beyond the pool's upper
-quartile, nor stretch the slack.  Its interleaved windows join the pool for later candidates only
-if its claims stood and their overhead is within bounds (``admitted``).
+quartile, nor stretch the slack.  The pool holds the windows of the calibration rounds alone
+(bench.py: a twin runner of the naive seed timed in the candidate's place, in the timing's
+pattern, before any candidate code runs); no window of a candidate's timing joins it.
 
 Short kernels are timed in batches (``batch_size``): a window holds k launches on k buffer sets,
 each with its own fresh inputs and each checked, so the window's overhead and ``slack_ms`` are
@@ -48,7 +49,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, replace
-from typing import Callable, MutableSequence, Sequence
+from typing import Callable, Sequence
 
 from ..types import GpuInfo, ShapeTiming
 
@@ -140,35 +141,27 @@ def own_share_calibration(prior: Sequence[CallTimes], own: Sequence[CallTimes]) 
     return replace(mixed, spread_ms=Calibration.of(prior).spread_ms)
 
 
-def strict_calibration(calibration: Calibration, own: Sequence[CallTimes]) -> Calibration:
-    """The calibration of a shape whose claims were set aside: the lower of two overhead
-    estimates, the calibration's and that of the baseline windows interleaved with the
-    candidate's own (taken in its very conditions; a candidate can only raise theirs, which
-    the lower of the two ignores).  On an H100 (relu, 16M, eight calls a window) a runner
-    reporting 1 us per call ran windows 0.1-0.3 ms below the calibration's overhead and was
-    credited 1.07-1.52x the naive seed it ran; its own baseline windows were within 0.03 ms of
-    its real overhead."""
-    own_overhead = statistics.median(c.window_ms - c.event_ms for c in own) if own else calibration.overhead_ms
-    return replace(calibration, overhead_ms=max(0.0, min(calibration.overhead_ms, own_overhead)))
+def strict_calibration(calibration: Calibration, prior: Sequence[CallTimes],
+                       own: Sequence[CallTimes]) -> Calibration:
+    """The calibration of a shape whose claims were set aside: the lowest of three overhead
+    estimates, the one its claims were judged with, the pool's alone (the twin's windows, taken
+    in the candidate's role) and that of the baseline windows interleaved with its own (its very
+    conditions; a candidate can only raise theirs, which the lowest ignores).  On an H100 (relu,
+    16M, eight calls a window) a runner reporting 1 us per call ran windows 0.1-0.3 ms below a
+    pool of back-to-back clean windows and was credited 1.07-1.52x the naive seed it ran."""
+    estimates = [calibration.overhead_ms, Calibration.of(prior).overhead_ms]
+    if own:
+        estimates.append(statistics.median(c.window_ms - c.event_ms for c in own))
+    return replace(calibration, overhead_ms=max(0.0, min(estimates)))
 
 
-def admitted(prior: Sequence[CallTimes], own: Sequence[CallTimes]) -> list[CallTimes]:
-    """Which of a candidate's interleaved baseline windows join the shape's pool for later
-    candidates: those whose overhead is within four spreads or a quarter of the pool's median
-    overhead, whichever is more.  A candidate that slowed the baseline's windows would
-    otherwise raise the calibration of the candidates after it (a lineage of such kernels, each
-    helping the next).  The quarter is for honest drift: on an H100 (relu, eight calls a window)
-    the timing's windows ran 0.2-0.3 ms above the clean ones' 2.8 ms, five of their spreads."""
-    reference = Calibration.of(prior)
-    limit = reference.overhead_ms + max(4.0 * reference.spread_ms, 0.25 * reference.overhead_ms, 1e-3)
-    return [c for c in own if c.window_ms - c.event_ms <= limit]
-
-
-def time_shape(timing_round: Round, pool: MutableSequence[CallTimes]) -> ShapeCalls:
+def time_shape(timing_round: Round, pool: Sequence[CallTimes]) -> ShapeCalls:
     """One round of candidate windows with baseline windows interleaved (``timing_round``), and
     a second when the first is ``charged`` (see the module docstring).  ``pool``: the shape's
-    trusted calibration windows (``own_share_calibration``); the baseline windows of a shape
-    whose claims stood join it (``admitted``), those of a shape whose claims were set aside do not."""
+    trusted calibration windows (``own_share_calibration``), taken by the twin before any
+    candidate code ran; nothing of a candidate's timing joins it (a baseline window
+    interleaved with a candidate is taken in the baseline's role, a runner called one window in
+    three, whose overhead ran above the candidate's on an H100)."""
     prior = list(pool)
     candidate, baseline = timing_round()
     calibration = own_share_calibration(prior, baseline)
@@ -180,9 +173,7 @@ def time_shape(timing_round: Round, pool: MutableSequence[CallTimes]) -> ShapeCa
         candidate = candidate + again if strict else again
         baseline = baseline + baseline_again
         if strict:
-            calibration = strict_calibration(calibration, baseline)
-    if not strict:
-        pool.extend(admitted(prior, baseline))
+            calibration = strict_calibration(calibration, prior, baseline)
     return ShapeCalls(tuple(candidate), tuple(baseline), calibration, strict=strict, rounds=rounds)
 
 
