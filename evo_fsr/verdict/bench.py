@@ -256,16 +256,10 @@ class Workbench:
             bench.clean_at_candidate = self.candidates
 
     def _single_windows(self, bench: ShapeBench, calls: int, timeout_s: float) -> list[CallTimes]:
-        """``calls`` single-call baseline windows after one to warm up (the batch size's overhead)."""
+        """``calls`` single-call baseline windows after one to warm up (before the batch size is
+        set, ``baseline_window`` times one call: they size the batch)."""
         runner = self.attach_baseline(bench.baseline_slot)
-        slot = [bench.baseline_slot]
-        windows = []
-        for _ in range(calls + 1):
-            reply, call, _ = timed_batch(runner, slot, "baseline", [bench.inputs.next()], timeout_s)
-            if call is None:
-                raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
-            windows.append(call)
-        return windows[1:]
+        return [self.baseline_window(runner, bench, timeout_s) for _ in range(calls + 1)][1:]
 
     def calibration_round(self, bench: ShapeBench, calls: int, every: int,
                           timeout_s: float) -> tuple[list[CallTimes], list[CallTimes]]:
