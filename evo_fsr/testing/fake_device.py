@@ -54,6 +54,9 @@ class SharedFileMemory:
         mapped = self._maps[block.ptr]
         mapped[:block.nbytes] = bytes([int(byte) & 0xFF]) * block.nbytes
 
+    def copy(self, view: Any) -> Any:
+        return np.array(view, copy=True)
+
     def synchronize(self) -> None: ...
 
     def flush_l2(self) -> None:

@@ -73,26 +73,41 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     slots one after the other, copy every output out.  The trusted window runs from the moment
     the first inputs start to become visible to the runner (work done by anything of the
     candidate's from then on, a kernel left polling the inputs in another context included,
-    falls inside it) to the end of the last copy.  ``inputs`` are private arrays no runner can
-    see, so their making (the fused mix, queued asynchronously) is finished before the window
-    opens.  Inside it, that compute-bound kernel and a byte-wise poisoning of the outputs made
-    the loading of one relu call of 16M elements take 0.83 ms (0.09 ms now, H100), overhead whose
-    clock-dependent part drifted between the clean calibration and the timing and charged
-    honest kernels up to 16 %."""
-    slots[0].memory.synchronize()
+    falls inside it) to the end of the last copy of the outputs.  ``inputs`` are private arrays
+    no runner can see, so their making (the fused mix, queued asynchronously) is finished before
+    the window opens.  Inside it, that compute-bound kernel and a byte-wise poisoning of the
+    outputs made the loading of one relu call of 16M elements take 0.83 ms (0.09 ms now, H100),
+    overhead whose clock-dependent part drifted between the clean calibration and the timing and
+    charged honest kernels up to 16 %.
+
+    The inputs are read back (``after:``, compared bitwise with the private copy) once the window
+    has closed: nothing a candidate does to them can earn time there, since the outputs are
+    already taken, the next call's inputs are written afresh, and an input found changed is a
+    rejection whenever it happens.  Inside the window those copies, and a synchronize per buffer
+    set, were 0.2 ms of a relu call's 0.3 ms of overhead on an H100 (16M elements, a 0.07 ms
+    kernel): the overhead's drift, which the window bound cannot tell from escaped work, scales
+    with it."""
+    memory = slots[0].memory
+    memory.synchronize()
     start = time.perf_counter()
     for slot, values in zip(slots, inputs, strict=True):
-        slot.load(values)
+        slot.load(values, wait=False)
     if flush:
-        slots[0].memory.flush_l2()
+        memory.flush_l2()           # after the loads on the same stream; it waits
+    else:
+        memory.synchronize()
     message: dict[str, Any] = {"op": "call", "slot": slots[0].name, "lib": lib, "scalars": slots[0].scalars}
     if len(slots) > 1:
         message["more"] = [slot.name for slot in slots[1:]]
     reply = runner.send(message, timeout_s)
     if "error" in reply or reply["rc"] != 0 or reply["last_error"] != 0:
         return reply, None, None
-    captured = [slot.capture() for slot in slots]
+    captured = [slot.take_outputs() for slot in slots]
+    memory.synchronize()
     window_ms = (time.perf_counter() - start) * 1e3
+    for taken, slot in zip(captured, slots):
+        taken.update(slot.take_inputs())
+    memory.synchronize()
     return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
                             window_ms, calls=len(slots)), captured
 

@@ -77,8 +77,9 @@ class Slot:
         return {"op": "attach", "slot": self.name,
                 "buffers": [{"name": k, "handle": b.handle, "nbytes": b.nbytes} for k, b in self.blocks.items()]}
 
-    def load(self, inputs: dict[str, Any]) -> None:
-        """Inputs in, outputs and workspaces poisoned; returns once the device has them."""
+    def load(self, inputs: dict[str, Any], wait: bool = True) -> None:
+        """Inputs in, outputs and workspaces poisoned; returns once the device has them (with
+        ``wait``; else queued, and the caller synchronizes once for a whole batch)."""
         xp = self.memory.xp
         for arg in self.task.args:
             if not arg.is_buffer:
@@ -88,16 +89,23 @@ class Slot:
                 view[...] = xp.asarray(inputs[arg.name])
             elif view.size:
                 self.memory.fill(self.blocks[arg.name], POISON_BYTE)
-        self.memory.synchronize()
+        if wait:
+            self.memory.synchronize()
 
     def capture(self) -> dict[str, Any]:
         """Private copies of the outputs, and the read-only inputs as they are now (``after:``)."""
-        xp = self.memory.xp
-        taken = {a.name: xp.array(self.views[a.name], copy=True) for a in self.task.args if a.role in OUTPUT_ROLES}
-        taken.update({"after:" + a.name: xp.array(self.views[a.name], copy=True)
-                      for a in self.task.args if a.role == "input"})
+        taken = {**self.take_outputs(), **self.take_inputs()}
         self.memory.synchronize()
         return taken
+
+    def take_outputs(self) -> dict[str, Any]:
+        """Private copies of the outputs (queued: the caller synchronizes)."""
+        return {a.name: self.memory.copy(self.views[a.name]) for a in self.task.args if a.role in OUTPUT_ROLES}
+
+    def take_inputs(self) -> dict[str, Any]:
+        """Private copies of the read-only inputs as they are now, ``after:`` (queued)."""
+        return {"after:" + a.name: self.memory.copy(self.views[a.name]) for a in self.task.args
+                if a.role == "input"}
 
     def free(self) -> None:
         for block in self.blocks.values():

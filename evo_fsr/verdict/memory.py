@@ -38,6 +38,7 @@ class TrustedMemory(Protocol):
     def free(self, block: Block) -> None: ...
     def view(self, block: Block, dtype: np.dtype, shape: tuple[int, ...]) -> Any: ...
     def fill(self, block: Block, byte: int) -> None: ...      # every byte of the block (stream-ordered)
+    def copy(self, view: Any) -> Any: ...                     # a private copy of a view (stream-ordered)
     def synchronize(self) -> None: ...
     def flush_l2(self) -> None: ...
 
@@ -118,6 +119,17 @@ class CupyMemory:
         per thread: with it and the input making, loading a relu call of 16M elements took 0.83
         ms on an H100; 0.09 ms with neither in the window)."""
         self._memset(block.ptr, byte, block.nbytes)
+
+    def copy(self, view: Any) -> Any:
+        """A private copy: one device-to-device cudaMemcpyAsync on the current stream into a
+        fresh array of CuPy's pool.  On an H100 eight 64 MiB copies took 0.41 ms so, 0.69 ms as
+        ``cupy.array(view, copy=True)``, inside every timed window (the outputs' copy)."""
+        cupy = self._cupy
+        out = cupy.empty(view.shape, dtype=view.dtype)
+        if view.nbytes:
+            cupy.cuda.runtime.memcpyAsync(out.data.ptr, view.data.ptr, view.nbytes, 3,     # device to device
+                                          cupy.cuda.get_current_stream().ptr)
+        return out
 
     def _memset(self, ptr: int, byte: int, nbytes: int) -> None:
         cupy = self._cupy

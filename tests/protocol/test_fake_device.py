@@ -226,3 +226,32 @@ def test_the_calibration_is_taken_the_way_a_candidate_is_timed(evaluator, monkey
     assert calibration[:3] == "CkB", calibration
     assert calibration[3:] == timing, (calibration, timing)
     assert timing.count("C") == 6 and timing.count("k") == 6 and timing.count("B") == 2, timing
+
+
+def test_the_inputs_are_read_back_after_the_window_closes(evaluator, monkeypatch):
+    """The read-back of the inputs (compared bitwise with the evaluator's copy) is trusted work
+    no candidate can earn time in, so it stays out of the timed window: inside, with a
+    synchronize per buffer set, it was 0.2 ms of a relu call's 0.3 ms of window overhead on an
+    H100, and the window bound's noise scales with that overhead.  Here each read-back takes
+    40 ms: every timed call must still be read back (and checked), and no window may hold one.
+    Fails if ``take_inputs`` runs before the window's clock stops."""
+    import time as time_module
+
+    from evo_fsr.verdict.inputs import Slot
+
+    real = Slot.take_inputs
+    read_back = {"n": 0}
+
+    def slow(self):
+        read_back["n"] += 1
+        time_module.sleep(0.04)
+        return real(self)
+
+    monkeypatch.setattr(Slot, "take_inputs", slow)
+    result = judge(evaluator, kernels.HONEST)
+    assert result.status is Status.OK, result.summary
+    assert read_back["n"] >= dict(result.counters)["timed_calls"]
+    timing = result.timings[0]
+    assert timing.host_median_ms < 20 and timing.baseline_host_median_ms < 20, timing
+    modified = judge(evaluator, kernels.INPUT_MODIFIED)
+    assert modified.rejection == "wrong:input-modified", modified.summary

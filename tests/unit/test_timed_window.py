@@ -33,12 +33,17 @@ class StubSlot:
     def __init__(self, memory: QueuedWorkMemory, name: str) -> None:
         self.memory, self.name, self.scalars = memory, name, {}
 
-    def load(self, values: dict[str, Any]) -> None:
+    def load(self, values: dict[str, Any], wait: bool = True) -> None:
         self.memory.events.append(f"load {self.name}")
-        self.memory.synchronize()
+        if wait:
+            self.memory.synchronize()
 
-    def capture(self) -> dict[str, Any]:
-        self.memory.events.append(f"capture {self.name}")
+    def take_outputs(self) -> dict[str, Any]:
+        self.memory.events.append(f"outputs {self.name}")
+        return {}
+
+    def take_inputs(self) -> dict[str, Any]:
+        self.memory.events.append(f"inputs {self.name}")
         return {}
 
 
@@ -83,3 +88,17 @@ def test_the_l2_flush_is_one_memset_of_the_whole_flush_buffer_with_a_changing_va
     memory.flush_l2()
     assert [(p, s, st) for p, _, s, st in calls] == [(0x2000, 200 * 2**20, 7)] * 2
     assert calls[0][1] != calls[1][1]
+
+
+def test_a_private_copy_is_one_device_to_device_memcpy_on_the_current_stream() -> None:
+    """The outputs' copy inside every window: one cudaMemcpyAsync (0.41 ms for eight 64 MiB
+    copies on an H100, 0.69 ms as an element-wise ``cupy.array(view, copy=True)``)."""
+    copies: list[tuple[int, int, int, int, int]] = []
+    memory = _cupy_memory([])
+    memory._cupy.cuda.runtime.memcpyAsync = lambda dst, src, size, kind, stream: copies.append(
+        (dst, src, size, kind, stream))
+    fresh = SimpleNamespace(data=SimpleNamespace(ptr=0x2000))
+    memory._cupy.empty = lambda shape, dtype: fresh
+    view = SimpleNamespace(shape=(5,), dtype="float32", nbytes=20, data=SimpleNamespace(ptr=0x1000))
+    assert memory.copy(view) is fresh
+    assert copies == [(0x2000, 0x1000, 20, 3, 7)]
