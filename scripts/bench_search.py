@@ -3,7 +3,7 @@
 
     python scripts/bench_search.py --task conv2d --family implicit_gemm [--shapes quick]
         [--checkpoints 64 128 320] [--exhaustive-limit 1000] [--sample 500] [--repeats 3]
-        [--markdown out.md] [--synthetic]
+        [--markdown out.md] [--synthetic] [--results results.jsonl [--deadline-s 540]]
 
 Prints, for the family's knob space (only the combinations its constraints allow):
 - the optimum: every valid combination evaluated when there are at most ``--exhaustive-limit``,
@@ -21,22 +21,37 @@ random search share one cache), so the three compare the same measurements.  Evo
 copy of the task holding only the naive seed and this family; its population is ``--pop``
 (default 32) and it runs until the last checkpoint's number of evaluations.
 
+``--results PATH`` makes a long run resumable across processes: every verdict is appended to this
+JSONL file (one line per distinct candidate, fsync'd before the next evaluation starts), and on
+start every line already there is loaded into the cache, so those candidates are not evaluated
+again.  Each line holds the task, family, benchmark set and GPU name of its run; lines of another
+run are ignored (a warning says how many), as is a last line torn by a kill mid-write.  The
+searches are seeded, so a rerun makes the same choices and finds its earlier verdicts in the file.
+``--deadline-s SECONDS`` (with ``--results``) stops starting new evaluations once this much wall
+time has passed: the script says how many distinct candidates are stored, prints "partial: run the
+same command again to continue" and exits with code 3; verdicts already in the file are still
+served, so the run that finds every verdict stored prints the table at once (code 0).  A long GPU
+run is thus split into invocations of a few minutes each, repeated until one exits with 0.
+
 ``--synthetic`` runs everything on the CPU with evo_fsr/testing/synthetic.py (fitness from knob
 positions, no nvcc, no GPU): a check of this script, not a measurement.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import os
 import random
 import shutil
 import statistics
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -52,32 +67,153 @@ DEFAULT_CHECKPOINTS = (64, 128, 320)
 PROGRESS_EVERY = 50
 COUNT_LIMIT = 200_000         # valid combinations are counted exactly in spaces up to this size
 PREFETCH_CHUNK = 64           # sources compiled ahead in parallel, then evaluated one by one on the GPU
+PARTIAL_EXIT = 3              # main's exit code when --deadline-s stopped the run before its end
+
+log = logging.getLogger("bench_search")
+
+
+def _now() -> float:
+    """Seconds on a monotonic clock (the deadline's clock; tests replace it)."""
+    return time.monotonic()
+
+
+class DeadlineReached(Exception):
+    """A new (uncached) evaluation would start after ``--deadline-s``."""
+
+    def __init__(self, stored: int, new: int) -> None:
+        super().__init__(f"deadline reached: {stored} distinct candidates stored ({new} evaluated in this run)")
+        self.stored, self.new = stored, new
+
+
+@dataclass
+class ResultsFile:
+    """The ``--results`` JSONL file: one verdict per line (``EvalResult.to_dict``), tagged with
+    the run it belongs to (``key``: task, family, benchmark set, GPU) so that a file reused by
+    mistake cannot mix runs.  Appends are flushed and fsync'd: a kill loses at most the line
+    being written, which the next ``load`` cuts off with a warning."""
+
+    path: Path
+    key: dict[str, str]
+
+    def load(self) -> dict[str, EvalResult]:
+        """The verdicts of this run already in the file, by candidate id."""
+        if not self.path.is_file():
+            return {}
+        self._cut_torn_tail()
+        out: dict[str, EvalResult] = {}
+        foreign = 0
+        for number, record in self._records():
+            if any(record.get(k) != v for k, v in self.key.items()):
+                foreign += 1
+                continue
+            result = _result_of(record)
+            if result is None:
+                log.warning("%s:%d: skipping an unreadable verdict", self.path, number)
+                continue
+            out[record["id"]] = result
+        if foreign:
+            log.warning("%s: ignored %d line(s) of another run (not %s)", self.path, foreign,
+                        ", ".join(f"{k} {v}" for k, v in self.key.items()))
+        return out
+
+    def append(self, candidate_id: str, result: EvalResult) -> None:
+        """One line for this verdict, on disk before this returns."""
+        record = {**self.key, "id": candidate_id, "fitness": list(result.fitness), "result": result.to_dict()}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def _records(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        with open(self.path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    log.warning("%s:%d: skipping an unreadable line", self.path, number)
+                    continue
+                if isinstance(record, dict):
+                    yield number, record
+                else:
+                    log.warning("%s:%d: skipping a line that is not a JSON object", self.path, number)
+
+    def _cut_torn_tail(self) -> None:
+        """Cut a last line torn by a kill mid-write (the file does not end in a newline), so
+        that the next append starts on a line of its own."""
+        data = self.path.read_bytes()
+        if not data or data.endswith(b"\n"):
+            return
+        keep = data.rfind(b"\n") + 1
+        with open(self.path, "rb+") as handle:
+            handle.truncate(keep)
+            handle.flush()
+            os.fsync(handle.fileno())
+        log.warning("%s: skipped and cut a torn last line (%d bytes) left by an interrupted write",
+                    self.path, len(data) - keep)
+
+
+def _result_of(record: dict[str, Any]) -> EvalResult | None:
+    """The verdict of one line, or None when it is malformed or its fitness does not come back
+    as written (``score`` must give a reloaded verdict the value of the original)."""
+    try:
+        result = EvalResult.from_dict(record["result"])
+        fitness = tuple(float(v) for v in record["fitness"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return result if isinstance(record.get("id"), str) and result.fitness == fitness else None
 
 
 @dataclass
 class CachedEvaluator:
-    """Evaluates each distinct candidate once; ``calls`` counts every request (cache hits too).
+    """Evaluates each distinct candidate once; ``calls`` counts every request (cache hits too),
+    ``requested`` the distinct ids asked for, ``evaluated`` the new evaluations.
     ``prefetch`` compiles sources ahead in parallel with ``compile_fn`` (nvcc is the slow part
-    of an exhaustive pass); their binaries are handed to ``evaluate_fn``."""
+    of an exhaustive pass); their binaries are handed to ``evaluate_fn``.  With ``results``,
+    the cache is what the file holds and each new verdict is appended to it before the next
+    evaluation; with ``deadline`` (a ``_now()`` time), a new evaluation that would start after
+    it raises ``DeadlineReached`` (cached verdicts are still served)."""
 
     evaluate_fn: Callable[..., EvalResult]
     compile_fn: Callable[[str], Any] | None = None
     cache: dict[str, EvalResult] = field(default_factory=dict)
     compiled: dict[str, Any] = field(default_factory=dict)
     calls: int = 0
+    results: ResultsFile | None = None
+    deadline: float | None = None
+    requested: set[str] = field(default_factory=set)
+    evaluated: int = 0
+
+    def __post_init__(self) -> None:
+        if self.results is not None:
+            self.cache.update(self.results.load())
 
     def __call__(self, candidate: Candidate) -> EvalResult:
         self.calls += 1
+        self.requested.add(candidate.id)
         if candidate.id not in self.cache:
-            self.cache[candidate.id] = self.evaluate_fn(candidate, self.compiled.pop(candidate.id, None))
+            self._check_deadline()
+            result = self.evaluate_fn(candidate, self.compiled.pop(candidate.id, None))
+            if self.results is not None:
+                self.results.append(candidate.id, result)
+            self.cache[candidate.id] = result
+            self.evaluated += 1
             if len(self.cache) % PROGRESS_EVERY == 0:
                 print(f"  {len(self.cache)} distinct candidates evaluated", file=sys.stderr, flush=True)
         return self.cache[candidate.id]
+
+    def _check_deadline(self) -> None:
+        if self.deadline is not None and _now() > self.deadline:
+            raise DeadlineReached(len(self.cache), self.evaluated)
 
     def prefetch(self, sources: Sequence[str], workers: int) -> None:
         if self.compile_fn is None:
             return
         todo = [s for s in sources if Candidate("", s).id not in self.cache]
+        if todo:
+            self._check_deadline()        # no compiling for evaluations that would not start
         with ThreadPoolExecutor(max(1, workers)) as pool:
             for source, result in zip(todo, pool.map(self.compile_fn, todo)):
                 self.compiled[Candidate("", source).id] = result
@@ -179,7 +315,8 @@ def _cell(value: float | None, best: float) -> str:
     return f"{value:.3f}x ({100 * value / best:.0f}%)" if best > 0 else f"{value:.3f}x"
 
 
-def run(args: argparse.Namespace) -> str:
+def run(args: argparse.Namespace, deadline: float | None = None) -> str:
+    """The table; raises ``DeadlineReached`` when ``deadline`` stops it before its end."""
     task = get_task(args.task)
     if args.family not in task.seeds():
         raise SystemExit(f"error: task {task.name} has no seed {args.family!r} (has: {', '.join(task.seeds())})")
@@ -189,15 +326,20 @@ def run(args: argparse.Namespace) -> str:
     checkpoints = sorted(args.checkpoints)
     if args.synthetic:
         from evo_fsr.testing.synthetic import SYNTHETIC_GPU, SyntheticEvaluator
-        evaluate = CachedEvaluator(SyntheticEvaluator(task.name).evaluate)
+        evaluate_fn: Callable[..., EvalResult] = SyntheticEvaluator(task.name).evaluate
+        compile_fn: Callable[[str], Any] | None = None
         gpu: GpuInfo | None = SYNTHETIC_GPU
         closer: Callable[[], None] = lambda: None  # noqa: E731
     else:
         from evo_fsr.verdict.evaluate import EvalConfig, Evaluator
         evaluator = Evaluator(task, EvalConfig(benchmark=args.shapes, max_trials=args.trials))
-        evaluate = CachedEvaluator(evaluator.evaluate, compile_fn=evaluator.compile)
+        evaluate_fn, compile_fn = evaluator.evaluate, evaluator.compile
         gpu, closer = evaluator.gpu_info, evaluator.close
     try:
+        evaluate = CachedEvaluator(evaluate_fn, compile_fn=compile_fn, deadline=deadline,
+                                   results=results_file(args, task.name, gpu))
+        if evaluate.results is not None:
+            print(f"  {len(evaluate.cache)} verdicts loaded from {args.results}", file=sys.stderr, flush=True)
         best, how, examined = optimum(space, task.name, evaluate, args.exhaustive_limit, args.sample,
                                       random.Random(args.seed))
         evolve_runs, random_runs = [], []
@@ -212,7 +354,15 @@ def run(args: argparse.Namespace) -> str:
     finally:
         closer()
     return table(task.name, args.family, args.shapes, gpu, space, best, how, examined, checkpoints,
-                 evolve_runs, random_runs, distinct=len(evaluate.cache))
+                 evolve_runs, random_runs, distinct=len(evaluate.requested))
+
+
+def results_file(args: argparse.Namespace, task_name: str, gpu: GpuInfo | None) -> ResultsFile | None:
+    """The ``--results`` file of this run (None without one); its lines are tagged with ``key``."""
+    if args.results is None:
+        return None
+    key = {"task": task_name, "family": args.family, "shapes": args.shapes, "gpu": gpu.name if gpu else ""}
+    return ResultsFile(args.results, key)
 
 
 def table(task: str, family: str, shapes: str, gpu: GpuInfo | None, space: KnobSpace, best: float, how: str,
@@ -255,15 +405,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=30, help="max timed trials per shape")
     p.add_argument("--markdown", type=Path, help="also write the table here")
     p.add_argument("--synthetic", action="store_true", help="CPU only: the synthetic evaluator (no measurement)")
+    p.add_argument("--results", type=Path,
+                   help="JSONL file of verdicts: loaded on start, each new one appended (resumable runs)")
+    p.add_argument("--deadline-s", type=float,
+                   help=f"start no new evaluation after this many seconds; exit {PARTIAL_EXIT} (needs --results)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    start = _now()
     args = build_parser().parse_args(argv)
     if min(args.checkpoints) < 1 or args.repeats < 1 or args.pop < 2:
         print("error: --checkpoints must be positive, --repeats at least 1, --pop at least 2", file=sys.stderr)
         return 2
-    text = run(args)
+    if args.deadline_s is not None and (args.results is None or args.deadline_s < 0):
+        print("error: --deadline-s needs --results (else the verdicts are lost) and must not be negative",
+              file=sys.stderr)
+        return 2
+    try:
+        text = run(args, deadline=None if args.deadline_s is None else start + args.deadline_s)
+    except DeadlineReached as stop:
+        print(f"deadline of {args.deadline_s:g} s reached: {stop.stored} distinct candidates stored in "
+              f"{args.results} ({stop.new} evaluated in this run)")
+        print("partial: run the same command again to continue")
+        return PARTIAL_EXIT
     print(text)
     if args.markdown:
         args.markdown.write_text(text + "\n")
