@@ -23,8 +23,8 @@ A shape whose credit exceeds its claims (``charged``) is timed again (session.py
 round's claims agree with the window, that round is its timing: an honest kernel's unlucky round
 costs it nothing.  If they disagree again, the claims are set aside (``strict``): both rounds are
 credited ``median(window) - overhead_ms``, the window's own estimate with no allowance and the
-lower of two overhead estimates (``strict_calibration``), so a runner that forges its times gains
-nothing on average.  What a runner can still hide is a claim below its
+lowest of three overhead estimates (``strict_calibration``), so a runner that forges its times
+gains nothing on average.  What a runner can still hide is a claim below its
 time by less than ``slack_ms``, which is why the allowance is one standard error, not two: an
 honest round is charged about one time in six and timed again, and twice in a row about one in
 forty.  (With two standard errors and six windows of eight relu calls, on an H100, a runner that

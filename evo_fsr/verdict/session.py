@@ -102,10 +102,6 @@ class Session:
                                     "crash"))
             self.attached.add(slot.name)
 
-    def _check(self, captured: dict[str, Any], inputs: dict[str, Any], expected: dict[str, Any], shape: Shape,
-               xp: Any) -> Mismatch | None:
-        return check_call(self.task, captured, inputs, expected, shape, xp)
-
     def _check_libraries(self) -> None:
         """Shared objects mapped into the runner besides its own needs and the candidate's library,
         read from outside (/proc/<pid>/maps) after every call: a vendor library without the
@@ -180,7 +176,7 @@ class Session:
                 _, captured = self._call(slot, inputs, self.cfg.validation_timeout_s, flush=False)
                 self.stages.count("validation_launches")
                 host = _to_host(captured)
-                mismatch = self._check(host, inputs, reference(self.task, inputs, shape, np), shape, np)
+                mismatch = check_call(self.task, host, inputs, reference(self.task, inputs, shape, np), shape, np)
                 if mismatch:
                     raise _Stop(Verdict(Status.WRONG, f"wrong result: {mismatch.describe()}", _reason(mismatch),
                                         mismatch))
@@ -233,7 +229,8 @@ class Session:
                 for case, inputs in sb.sweep.items():
                     self.where = f"benchmark shape {shape.label} ({case})"
                     _, captured = self._call(sb.candidate_slot, inputs, self.cfg.benchmark_timeout_s, flush=False)
-                    mismatch = self._check(captured, inputs, reference(self.task, inputs, shape, xp), shape, xp)
+                    mismatch = check_call(self.task, captured, inputs, reference(self.task, inputs, shape, xp),
+                                          shape, xp)
                     if mismatch:
                         raise _Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape ({case} inputs): "
                                                           f"{mismatch.describe()}", _sweep_reason(mismatch), mismatch))
@@ -308,7 +305,7 @@ class Session:
         times, captured = self._timed(slots, inputs, command_s)
         with self.stages.stage("timed_check"):
             for values, taken in zip(inputs, captured):
-                mismatch = self._check(taken, values, reference(self.task, values, shape, xp), shape, xp)
+                mismatch = check_call(self.task, taken, values, reference(self.task, values, shape, xp), shape, xp)
                 if mismatch is not None:
                     break
         if mismatch is None:
