@@ -32,7 +32,7 @@ from knob_checks import defaults as _defaults, ints as _ints, launch_code  # noq
 
 import families_c_emulation as emu  # tests/unit is on sys.path (pytest rootdir-less import)
 
-FAMILIES = [("matmul", "simt_pipelined"), ("attention", "flash_fp32")]
+FAMILIES = [("matmul", "simt_pipelined"), ("matmul", "simt_regstage"), ("attention", "flash_fp32")]
 MIN_VALID_FRACTION = 0.7
 RANDOM_COMBINATIONS = 2
 SEED = 12
@@ -67,14 +67,16 @@ def test_family_knobs_constraints_and_valid_fraction(task: str, family: str) -> 
     combos = _all_assignments(source)
     valid = [v for v in combos if not _broken(constraints, v)]
     assert MIN_VALID_FRACTION * len(combos) <= len(valid) < len(combos), f"{len(valid)} of {len(combos)} valid"
-    assert KnobSpace.of(source).valid_fraction() == pytest.approx(len(valid) / len(combos))
+    space = KnobSpace.of(source)
+    exact = space.valid_fraction(sample=len(combos))     # exact: every assignment enumerated
+    assert exact == pytest.approx(len(valid) / len(combos))
 
 
 def _sample(source: str) -> list[dict[str, str]]:
     """The default, then RANDOM_COMBINATIONS other valid assignments drawn with a fixed seed."""
     space = KnobSpace.of(source)
     default = _defaults(source)
-    others = [v for v in space.all_valid() if v != default]
+    others = [v for v in space.all_valid(limit=space.size) if v != default]
     return [default] + random.Random(f"{SEED}:{source.splitlines()[0]}").sample(others, RANDOM_COMBINATIONS)
 
 
