@@ -6,7 +6,8 @@ is inside the events and the window, so nothing is forged; but on a tiny shape, 
 leaves the GPU idle, k fused calls cost about as much as one.
 
 Expected to fail until the hole is closed (xfail, not strict): it then passes, and the marker
-goes.  Not yet run on a GPU when written (ninth session, no device time left);
+goes.  On an H100 (tenth session) the fused cheat read 3.22x against the honest seed's 1.04x;
+SECURITY.md says which fixes were measured and why none landed.
 ``test_the_fused_cheat_compiles`` (CPU, nvcc) checks that it builds against relu's prototype.
 
 Run with: pytest -m gpu tests/adversarial/test_batch_fusion_gpu.py -v -s

@@ -1,4 +1,4 @@
-"""Seed families of issue 12, part c: matmul/simt_pipelined and attention/flash_fp32.
+"""Seed families of issue 12, part c: matmul/simt_pipelined, matmul/simt_regstage and attention/flash_fp32.
 
 For each family: integer knobs with the default among the declared values; ``// constraint:``
 lines that parse and name only knobs; the default valid and at least 70 % of the combinations
@@ -10,8 +10,9 @@ every constraint a combination breaking it (and as few others as possible) stops
 No GPU here: correctness is checked by construction, with families_c_emulation.py restating the
 kernels' index math (tiles, cp.async ring, split-K, online softmax) in float64 over the task's
 validation shapes (those small enough to emulate in seconds; deep_k and N=1000 were emulated
-when the seeds were written) and comparing with the reference.  The GPU suite validates the real
-kernels (tests/gpu: every seed of every task).
+when the seeds were written) and comparing with the reference; simt_regstage is not emulated
+here (its index math was emulated in NumPy when it was written).  The GPU suite validates the
+real kernels (tests/gpu: every seed of every task).
 """
 from __future__ import annotations
 
