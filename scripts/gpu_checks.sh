@@ -4,6 +4,8 @@
 # tool's folder) or ./gpu-logs.
 #
 #   scripts/gpu_checks.sh tests        # pytest -m gpu: evaluator, families, distributions, fused checks, export, LLM
+#   scripts/gpu_checks.sh sweep 1      # every seed through the benchmark sweep, half of the tasks (alone: it
+#   scripts/gpu_checks.sh sweep 2      #   holds every shape's buffers; ~9 min for all 21 tasks on an H100)
 #   scripts/gpu_checks.sh adversarial  # suites v2 (verdict table printed) and v1
 #   scripts/gpu_checks.sh library      # families against the library, interleaved, one process
 #   scripts/gpu_checks.sh cost         # conv2d cost per candidate, ResNet-50 set: old protocol vs this one
@@ -34,6 +36,14 @@ tests)
     wait
     for log in "$out"/t_*.log; do echo "-- $(basename "$log")"; grep -E "^(FAILED|ERROR)" "$log" | head -n 5; tail -n 1 "$log"; done
     grep -A1 "llm_diff outcomes" "$out/t_dist_llm.log"
+    ;;
+sweep)
+    # every seed of every task through the benchmark sweep; alone, as next to the groups above it
+    # ran the GPU out of memory (every benchmark shape's buffers, one input set per distribution)
+    half=${2:-1}
+    step "every seed through the benchmark sweep, tasks $half/2"
+    SWEEP_SHARD=$half/2 timeout 560 $P tests/gpu/test_sweep_gpu.py > "$out/sweep_$half.log" 2>&1
+    grep -E "^(FAILED|ERROR)" "$out/sweep_$half.log" | head -n 20; tail -n 1 "$out/sweep_$half.log"
     ;;
 adversarial)
     step "suite v2"; timeout 380 $P -s tests/adversarial/test_adversarial_v2_gpu.py > "$out/adv2.log" 2>&1

@@ -343,6 +343,22 @@ static cudaStream_t adv_side = 0;
     same_kernel = wrap("relu", r'''
     adv_relu<<<1024, 256, 0, stream>>>(x, y, 0, n);
     return (int)cudaGetLastError();''', relu_k)
+    # The unjoined case's honest equivalent is the same two launches, joined: two 1024-block
+    # grids in flight at once are faster than one (on an H100 the cheat read 1.08x against
+    # same_kernel's 0.92x, which is concurrency, not escaped work). Any credit beyond the joined
+    # version's is time hidden off the harness stream.
+    two_streams_joined = wrap("relu", r'''
+    if (!adv_side) cudaStreamCreateWithFlags(&adv_side, cudaStreamNonBlocking);
+    if (!adv_fork) { cudaEventCreateWithFlags(&adv_fork, cudaEventDisableTiming);
+                     cudaEventCreateWithFlags(&adv_join, cudaEventDisableTiming); }
+    long long half = n / 2;
+    cudaEventRecord(adv_fork, stream);
+    cudaStreamWaitEvent(adv_side, adv_fork, 0);
+    adv_relu<<<1024, 256, 0, stream>>>(x, y, 0, half);
+    adv_relu<<<1024, 256, 0, adv_side>>>(x, y, half, n);
+    cudaEventRecord(adv_join, adv_side);
+    cudaStreamWaitEvent(stream, adv_join, 0);            // joined: the harness stream waits for it
+    return (int)cudaGetLastError();''', relu_k + "static cudaEvent_t adv_fork = 0, adv_join = 0;\n")
     return [
         CaseV2("half_the_work_on_an_unjoined_stream", "relu", 4, wrap("relu", r'''
     if (!adv_side) cudaStreamCreateWithFlags(&adv_side, cudaStreamNonBlocking);
@@ -350,7 +366,7 @@ static cudaStream_t adv_side = 0;
     adv_relu<<<1024, 256, 0, stream>>>(x, y, 0, half);
     adv_relu<<<1024, 256, 0, adv_side>>>(x, y, half, n);   // never joined to the harness stream
     return (int)cudaGetLastError();''', relu_k), NO_SPEEDUP,
-               "half the elements on a private stream the harness never waits for", honest=same_kernel,
+               "half the elements on a private stream the harness never waits for", honest=two_streams_joined,
                codes=("wrong:unwritten-or-nonfinite",)),
         CaseV2("all_work_on_the_legacy_default_stream", "relu", 4, wrap("relu", r'''
     adv_relu<<<1024, 256, 0, 0>>>(x, y, 0, n);   // stream 0 does not order with a non-blocking stream

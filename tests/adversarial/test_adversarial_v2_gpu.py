@@ -84,11 +84,22 @@ def _detail(result: EvalResult) -> str:
     return f"{result.status.value} ({result.rejection}): {result.summary[:300]}\n{result.log('run')[-1200:]}"
 
 
+#: cases that exploit a hole the verdict is known not to close (SECURITY.md names it): the
+#: assertion still runs, and an XPASS says the hole was closed
+KNOWN_OPEN = {
+    "half_the_work_on_an_unjoined_stream":
+        "calls of a batch overlap: the unjoined half of call j runs beside call j+1 (the batch is "
+        "launched back to back and only synchronized at its end); H100: 1.24x against 1.03x joined",
+}
+
+
 @pytest.mark.parametrize("name", [c.name for c in CASES])
-def test_case_outcome(suite: SuiteV2, name: str) -> None:
+def test_case_outcome(suite: SuiteV2, name: str, request: pytest.FixtureRequest) -> None:
     case = next(c for c in CASES if c.name == name)
     if case.x86_only and platform.machine() != "x86_64":
         pytest.skip("patches x86-64 machine code")
+    if name in KNOWN_OPEN:
+        request.applymarker(pytest.mark.xfail(reason=KNOWN_OPEN[name], strict=False))
     result = suite.results[name]
     if case.expected == v2.OK:
         assert result.status is Status.OK, f"{name}: a legitimate kernel was rejected: {_detail(result)}"

@@ -33,9 +33,16 @@ pytestmark = pytest.mark.gpu
 #: validation shapes.
 COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
     ("softmax", "regime"): [
-        {"WARP_ITEMS": "1", "THREADS": "128", "ITEMS": "4", "SPLIT_COLS": "2048", "VEC": "4"},
-        {"WARP_ITEMS": "32", "WARPS_PER_BLOCK": "8", "THREADS": "1024", "ITEMS": "16", "VEC": "1"},
-        {"WARP_ITEMS": "2", "THREADS": "256", "ITEMS": "4", "SPLIT_COLS": "4096", "VEC": "2"},
+        # the split regime (CLUSTER_SMEM_KB 0: no cluster), three vector widths
+        {"WARP_ITEMS": "1", "THREADS": "128", "ITEMS": "4", "SPLIT_COLS": "2048", "VEC": "4", "CLUSTER_SMEM_KB": "0"},
+        {"WARP_ITEMS": "32", "WARPS_PER_BLOCK": "8", "THREADS": "1024", "ITEMS": "16", "VEC": "1",
+         "CLUSTER_SMEM_KB": "0"},
+        {"WARP_ITEMS": "2", "THREADS": "256", "ITEMS": "4", "SPLIT_COLS": "4096", "VEC": "2", "CLUSTER_SMEM_KB": "0"},
+        # the cluster regime: at 64 KB, 16 CTAs a row for 262144 columns, 8 for 65537 and 2 just
+        # above the cached regime's length (1025 and 4099 columns; 1024 cached); at 192 KB, 2 CTAs
+        # for 65537 and 8 for 262144, with float2 vectors
+        {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "64", "CLUSTER_THREADS": "256"},
+        {"THREADS": "128", "ITEMS": "8", "VEC": "2", "CLUSTER_SMEM_KB": "192", "CLUSTER_THREADS": "512"},
     ],
     ("layernorm", "regime"): [
         {"WARP_ITEMS": "1", "THREADS": "128", "ITEMS": "4", "SPLIT_COLS": "2048", "VEC": "4"},

@@ -1,4 +1,7 @@
 // layernorm naive seed: one thread per row, two-pass mean and variance, then a write pass.
+// The row sums are taken in double: one float running sum of 65536 squared deviations drifts by
+// 2.3e-4 of the variance on the large_mean inputs (values on a 1/16 grid: the roundings are biased,
+// not random), which fails the tolerance at long_rows; in double the seed is right on every draw.
 #include <cuda_runtime.h>
 
 __global__ void layernorm_naive(const float* __restrict__ x, const float* __restrict__ gamma,
@@ -8,15 +11,15 @@ __global__ void layernorm_naive(const float* __restrict__ x, const float* __rest
     if (r >= rows) return;
     const float* xr = x + (long long)r * cols;
     float* yr = y + (long long)r * cols;
-    float s = 0.0f;
-    for (int c = 0; c < cols; ++c) s += xr[c];
-    float mean = s / (float)cols;
-    float v = 0.0f;
+    double s = 0.0;
+    for (int c = 0; c < cols; ++c) s += (double)xr[c];
+    float mean = (float)(s / (double)cols);
+    double v = 0.0;
     for (int c = 0; c < cols; ++c) {
-        float d = xr[c] - mean;
+        double d = (double)xr[c] - (double)mean;
         v += d * d;
     }
-    float rstd = 1.0f / sqrtf(v / (float)cols + eps);
+    float rstd = 1.0f / sqrtf((float)(v / (double)cols) + eps);
     for (int c = 0; c < cols; ++c) yr[c] = (xr[c] - mean) * rstd * gamma[c] + beta[c];
 }
 

@@ -3,16 +3,28 @@
 //    exact max then sum of exp with warp shuffles; WARPS_PER_BLOCK rows per block;
 //  - medium rows (cols <= THREADS * ITEMS): one block per row, the row cached in registers,
 //    block-wide max then sum (two reductions, one read of x, one write of y);
-//  - long rows: an online (max, sum of exp) over chunks of ITEMS elements per thread. With
-//    enough rows to fill the GPU, one block per row (read, re-read, write). With few rows, the row
-//    is split across CTAs (chunk of about SPLIT_COLS columns each): kernel 1 writes one (max, sum)
-//    partial per chunk into a __device__ buffer, kernel 2 merges the row's partials and writes
-//    its chunk (the re-read of x mostly hits L2).
+//  - long rows, few of them (rows < 2 * SMs): one thread-block cluster of CL CTAs per row (sm_90),
+//    CL the smallest of 2, 4, 8, 16 whose chunk (cols / CL, rounded up to 4 floats) fits in
+//    CLUSTER_SMEM_KB of shared memory. Each CTA loads its chunk once into shared memory, takes
+//    the chunk's max, replaces each element by exp(x - chunk max) and sums them; the CL partial
+//    (max, sum) states are merged through DSMEM (the same order, so the same bits, in every CTA)
+//    and each CTA writes its chunk from shared memory: one read of x, one write of y, one launch.
+//    Without a cluster that fits (CLUSTER_SMEM_KB 0, a row too long for 16 chunks, a device
+//    without room for the cluster), the two regimes below;
+//  - long rows otherwise: an online (max, sum of exp) over chunks of ITEMS elements per thread.
+//    With enough rows to fill the GPU, one block per row (read, re-read, write). With few rows,
+//    the row is split across CTAs (chunk of about SPLIT_COLS columns each): kernel 1 writes one
+//    (max, sum) partial per chunk into a __device__ buffer, kernel 2 merges the row's partials and
+//    writes its chunk (the re-read of x mostly hits L2).
 // Vector loads (float2/float4, up to VEC) only when x and y are aligned and cols is a multiple of
-// the width; otherwise scalar. exp is always taken of x - (row max): large |x| cannot overflow.
+// the width; otherwise scalar. exp is always taken of x - (the max of a range holding x): large
+// |x| cannot overflow.
 #include <cuda_runtime.h>
+#include <cooperative_groups.h>
 #include <math.h>
 #include <stdint.h>
+
+namespace cg = cooperative_groups;
 
 #define WARP_ITEMS 8        // knob: 1 2 4 8 16 32
 #define WARPS_PER_BLOCK 4   // knob: 2 4 8
@@ -20,6 +32,10 @@
 #define ITEMS 8             // knob: 4 8 16 32
 #define SPLIT_COLS 8192     // knob: 2048 4096 8192 16384
 #define VEC 4               // knob: 1 2 4
+#define CLUSTER_SMEM_KB 64  // knob: 0 64 96 128 192
+#define CLUSTER_THREADS 256 // knob: 128 256 512 1024
+// CLUSTER_SMEM_KB: shared memory a CTA of the cluster regime may cache (0: regime off);
+// CLUSTER_THREADS: that kernel's block size.
 // Knob constraints (evo_fsr/knobs.py): a row cached in registers must fit (64 registers per
 // thread at 1024 threads).
 // constraint: THREADS * ITEMS <= 16384
@@ -31,8 +47,13 @@ static_assert(VEC == 1 || VEC == 2 || VEC == 4, "VEC must be 1, 2 or 4");
 static_assert(ITEMS % VEC == 0 && ITEMS >= VEC, "ITEMS must be a multiple of VEC");
 static_assert(WARP_ITEMS >= 1 && (WARP_ITEMS & (WARP_ITEMS - 1)) == 0, "WARP_ITEMS: a power of two");
 static_assert(SPLIT_COLS % 4 == 0, "SPLIT_COLS must keep float4 alignment");
+static_assert(CLUSTER_SMEM_KB >= 0 && CLUSTER_SMEM_KB <= 224,
+              "CLUSTER_SMEM_KB in 0..224 (sm_90: 227 KB per block, static shared memory included)");
+static_assert(CLUSTER_THREADS % 32 == 0 && CLUSTER_THREADS >= 64 && CLUSTER_THREADS <= 1024,
+              "CLUSTER_THREADS: a warp multiple in 64..1024");
 
 #define NWARPS (THREADS / 32)
+#define CNWARPS (CLUSTER_THREADS / 32)
 #define PART_CAP 65536      // (max, sum) partials of the split regime
 
 __device__ float2 g_part[PART_CAP];
@@ -58,6 +79,20 @@ __device__ __forceinline__ void stv(float* __restrict__ p, const float* v) {
         *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
     } else {
         p[0] = v[0];
+    }
+}
+
+// Plain (non-__ldg) vector load, for shared memory.
+template <int V>
+__device__ __forceinline__ void ldp(const float* p, float* v) {
+    if constexpr (V == 4) {
+        const float4 t = *reinterpret_cast<const float4*>(p);
+        v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+    } else if constexpr (V == 2) {
+        const float2 t = *reinterpret_cast<const float2*>(p);
+        v[0] = t.x; v[1] = t.y;
+    } else {
+        v[0] = *p;
     }
 }
 
@@ -91,20 +126,20 @@ __device__ __forceinline__ void warp_merge(float& m, float& s) {
     }
 }
 
-// Block-wide max or sum, the result in every thread; sh holds NWARPS + 1 floats.
-template <bool IS_MAX>
+// Block-wide max or sum over NW warps, the result in every thread; sh holds NW + 1 floats.
+template <bool IS_MAX, int NW = NWARPS>
 __device__ __forceinline__ float block_all(float v, float* sh) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     v = IS_MAX ? warp_max(v) : warp_sum(v);
     if (lane == 0) sh[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        float t = lane < NWARPS ? sh[lane] : (IS_MAX ? -INFINITY : 0.0f);
+        float t = lane < NW ? sh[lane] : (IS_MAX ? -INFINITY : 0.0f);
         t = IS_MAX ? warp_max(t) : warp_sum(t);
-        if (lane == 0) sh[NWARPS] = t;
+        if (lane == 0) sh[NW] = t;
     }
     __syncthreads();
-    const float r = sh[NWARPS];
+    const float r = sh[NW];
     __syncthreads();   // sh may be reused
     return r;
 }
@@ -305,6 +340,106 @@ softmax_split_write(const float* __restrict__ x, float* __restrict__ y, int cols
     write_range<V>(x + row * cols, y + row * cols, c0, c1, row_m, 1.0f / row_s);
 }
 
+// Pairwise sum of N (a power of two) values.
+template <int N>
+__device__ __forceinline__ float tree_sum(const float* a) {
+    if constexpr (N == 1) return a[0];
+    else return tree_sum<N / 2>(a) + tree_sum<N / 2>(a + N / 2);
+}
+
+// ---- long rows, few of them: one thread-block cluster per row -----------------------------
+// Grid: rows * CL CTAs, clusters of CL along x. CTA rank r caches columns [r * chunk,
+// min((r + 1) * chunk, cols)) of row blockIdx.x / CL in dynamic shared memory (chunk % 4 == 0,
+// so every chunk start keeps the row's alignment); an empty chunk contributes (-inf, 0).
+template <int V>
+__global__ void __launch_bounds__(CLUSTER_THREADS, 1)
+softmax_cluster(const float* __restrict__ x, float* __restrict__ y, int cols, int chunk) {
+    constexpr int U = 16 / V;                        // vectors per thread in flight (16 floats)
+    constexpr int R = 4;                             // vectors per step of the smem passes
+    extern __shared__ float4 cluster_smem[];
+    float* sx = reinterpret_cast<float*>(cluster_smem);
+    __shared__ float sh[CNWARPS + 1];
+    __shared__ float2 part;                          // this CTA's (max, sum), read via DSMEM
+    __shared__ float2 total;                         // the row's (max, sum)
+    const cg::cluster_group cluster = cg::this_cluster();
+    const int cl = (int)cluster.num_blocks();
+    const int rank = (int)cluster.block_rank();
+    const int tid = threadIdx.x;
+    const int c0 = rank * chunk;
+    const int nv = max(min(chunk, cols - c0), 0) / V;          // vectors in this chunk
+    const long long off = (long long)(blockIdx.x / cl) * cols + c0;
+    const float* xr = x + off;
+    float* yr = y + off;
+
+    // Load the chunk once (coalesced, U loads in flight), cache it, thread max.
+    float m = -INFINITY;
+    for (int base = tid; base < nv; base += U * CLUSTER_THREADS) {
+        float v[U * V];
+#pragma unroll
+        for (int i = 0; i < U; ++i) {
+            const int j = base + i * CLUSTER_THREADS;
+            if (j < nv) ldv<V>(xr + j * V, v + i * V);
+        }
+#pragma unroll
+        for (int i = 0; i < U; ++i) {
+            const int j = base + i * CLUSTER_THREADS;
+            if (j < nv) {
+                stv<V>(sx + j * V, v + i * V);
+#pragma unroll
+                for (int k = 0; k < V; ++k) m = fmaxf(m, v[i * V + k]);
+            }
+        }
+    }
+    m = block_all<true, CNWARPS>(m, sh);
+
+    // exp(x - chunk max) in place; R * V partial sums per thread, then a tree.
+    float acc[R * V];
+#pragma unroll
+    for (int k = 0; k < R * V; ++k) acc[k] = 0.0f;
+    for (int base = tid; base < nv; base += R * CLUSTER_THREADS) {
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            const int j = base + i * CLUSTER_THREADS;
+            if (j < nv) {
+                float v[V];
+                ldp<V>(sx + j * V, v);
+#pragma unroll
+                for (int k = 0; k < V; ++k) {
+                    v[k] = expf(v[k] - m);
+                    acc[i * V + k] += v[k];
+                }
+                stv<V>(sx + j * V, v);
+            }
+        }
+    }
+    const float s = block_all<false, CNWARPS>(tree_sum<R * V>(acc), sh);
+
+    // Row state: warp 0 merges the CL partials (lane q holds rank q's; the butterfly gives every
+    // lane, and every CTA, the same bits).
+    if (tid == 0) part = make_float2(m, s);
+    cluster.sync();                                  // all parts written, all CTAs running
+    if (tid < 32) {
+        const float2 q = tid < cl ? *cluster.map_shared_rank(&part, tid) : make_float2(-INFINITY, 0.0f);
+        float rm = q.x, rs = q.y;
+        warp_merge(rm, rs);
+        if (tid == 0) total = make_float2(rm, rs);
+    }
+    __syncthreads();
+    cluster.barrier_arrive();                        // DSMEM reads done; waited on before exit
+
+    // y = exp(x - chunk max) * exp(chunk max - row max) / row sum (m is finite when nv > 0).
+    const float scale = expf(m - total.x) / total.y;
+#pragma unroll 4
+    for (int j = tid; j < nv; j += CLUSTER_THREADS) {
+        float v[V];
+        ldp<V>(sx + j * V, v);
+#pragma unroll
+        for (int k = 0; k < V; ++k) v[k] *= scale;
+        stv<V>(yr + j * V, v);
+    }
+    cluster.barrier_wait();                          // no CTA exits while its part may be read
+}
+
 // ---- dispatch ----------------------------------------------------------------------------
 static int vector_width(const void* a, const void* b, int cols, int widest) {
     for (int v = widest; v > 1; v >>= 1)
@@ -319,15 +454,82 @@ static int sm_count() {
     return sms;
 }
 
+// Cluster regime: launches it and returns true, or returns false (nothing launched, no error
+// left pending) when it does not apply: no cluster size 2..16 whose chunk fits CLUSTER_SMEM_KB,
+// or the device cannot run such a cluster.
+template <int V>
+static bool run_cluster(const float* x, float* y, int rows, int cols, cudaStream_t stream) {
+    if constexpr (CLUSTER_SMEM_KB == 0) {
+        return false;
+    } else {
+        constexpr int kSmemMax = CLUSTER_SMEM_KB * 1024;
+        int idx = 0, cl = 2;
+        long long chunk = 0;
+        for (; idx < 4; ++idx, cl <<= 1) {
+            chunk = ((long long)cols + cl - 1) / cl;
+            chunk = (chunk + 3) / 4 * 4;
+            if (chunk * (long long)sizeof(float) <= kSmemMax) break;
+        }
+        if (idx == 4) return false;
+
+        auto kernel = softmax_cluster<V>;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = (unsigned)cl;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cudaLaunchConfig_t config = {};
+        config.blockDim = dim3(CLUSTER_THREADS, 1, 1);
+        config.stream = stream;
+        config.attrs = attr;
+        config.numAttrs = 1;
+
+        // Kernel attributes and "can a cluster of cl CTAs of kSmemMax bytes run" depend on the
+        // device only: set and asked once per device (per V), never per input.
+        static int state_dev = -1;
+        static signed char usable[4];                // per cluster size: -1 unknown, 0 no, 1 yes
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess) { (void)cudaGetLastError(); return false; }
+        if (dev != state_dev) {
+            state_dev = dev;
+            const bool ok =
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax) == cudaSuccess;
+            const bool nonportable =             // cluster size 16
+                ok && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+            for (int i = 0; i < 4; ++i) usable[i] = (ok && (i < 3 || nonportable)) ? -1 : 0;
+            (void)cudaGetLastError();
+        }
+        if (usable[idx] < 0) {
+            int clusters = 0;
+            config.gridDim = dim3((unsigned)cl, 1, 1);
+            config.dynamicSmemBytes = kSmemMax;
+            usable[idx] =
+                cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
+            (void)cudaGetLastError();
+        }
+        if (!usable[idx]) return false;
+
+        config.gridDim = dim3((unsigned)(rows * cl), 1, 1);
+        config.dynamicSmemBytes = (size_t)chunk * sizeof(float);
+        if (cudaLaunchKernelEx(&config, kernel, x, y, cols, (int)chunk) != cudaSuccess) {
+            (void)cudaGetLastError();                // nothing ran: the caller falls back
+            return false;
+        }
+        return true;
+    }
+}
+
 template <int V>
 static void run_rows(const float* x, float* y, int rows, int cols, cudaStream_t stream) {
     if (cols <= THREADS * ITEMS) {
         softmax_cached<V><<<(unsigned)rows, THREADS, 0, stream>>>(x, y, cols);
         return;
     }
+    const bool few_rows = rows < 2 * sm_count();
+    if (few_rows && run_cluster<V>(x, y, rows, cols, stream)) return;
     long long splits = ((long long)cols + SPLIT_COLS - 1) / SPLIT_COLS;
     const long long cap = PART_CAP / rows;                   // rows < 2 * SMs here: cap >= 1
-    if (rows >= 2 * sm_count() || cap < 2 || splits < 2) {
+    if (!few_rows || cap < 2 || splits < 2) {
         softmax_looped<V><<<(unsigned)rows, THREADS, 0, stream>>>(x, y, cols);
         return;
     }

@@ -1,0 +1,569 @@
+// evo-fsr best kernel for task softmax (candidate 0b58bcf79d5a8571)
+// 246.816x over naive, 2.00x of library (geomean over 2 shapes) on NVIDIA H100 80GB HBM3
+// per shape: square_4096 33.35x naive, 1.31x lib; long_rows 1826.49x naive, 3.05x lib
+// found in generation 3 by knob_crossover; run /root/out/run (eleventh session, device-side path)
+// softmax family with regime dispatch by row length (complements block_online.cu):
+//  - short rows (cols <= 32 * WARP_ITEMS): one warp per row, the row cached in registers,
+//    exact max then sum of exp with warp shuffles; WARPS_PER_BLOCK rows per block;
+//  - medium rows (cols <= THREADS * ITEMS): one block per row, the row cached in registers,
+//    block-wide max then sum (two reductions, one read of x, one write of y);
+//  - long rows, few of them (rows < 2 * SMs): one thread-block cluster of CL CTAs per row (sm_90),
+//    CL the smallest of 2, 4, 8, 16 whose chunk (cols / CL, rounded up to 4 floats) fits in
+//    CLUSTER_SMEM_KB of shared memory. Each CTA loads its chunk once into shared memory, takes
+//    the chunk's max, replaces each element by exp(x - chunk max) and sums them; the CL partial
+//    (max, sum) states are merged through DSMEM (the same order, so the same bits, in every CTA)
+//    and each CTA writes its chunk from shared memory: one read of x, one write of y, one launch.
+//    Without a cluster that fits (CLUSTER_SMEM_KB 0, a row too long for 16 chunks, a device
+//    without room for the cluster), the two regimes below;
+//  - long rows otherwise: an online (max, sum of exp) over chunks of ITEMS elements per thread.
+//    With enough rows to fill the GPU, one block per row (read, re-read, write). With few rows,
+//    the row is split across CTAs (chunk of about SPLIT_COLS columns each): kernel 1 writes one
+//    (max, sum) partial per chunk into a __device__ buffer, kernel 2 merges the row's partials and
+//    writes its chunk (the re-read of x mostly hits L2).
+// Vector loads (float2/float4, up to VEC) only when x and y are aligned and cols is a multiple of
+// the width; otherwise scalar. exp is always taken of x - (the max of a range holding x): large
+// |x| cannot overflow.
+#include <cuda_runtime.h>
+#include <cooperative_groups.h>
+#include <math.h>
+#include <stdint.h>
+
+namespace cg = cooperative_groups;
+
+#define WARP_ITEMS 8        // knob: 1 2 4 8 16 32
+#define WARPS_PER_BLOCK 2   // knob: 2 4 8
+#define THREADS 512         // knob: 128 256 512 1024
+#define ITEMS 8             // knob: 4 8 16 32
+#define SPLIT_COLS 16384     // knob: 2048 4096 8192 16384
+#define VEC 2               // knob: 1 2 4
+#define CLUSTER_SMEM_KB 64  // knob: 0 64 96 128 192
+#define CLUSTER_THREADS 512 // knob: 128 256 512 1024
+// CLUSTER_SMEM_KB: shared memory a CTA of the cluster regime may cache (0: regime off);
+// CLUSTER_THREADS: that kernel's block size.
+// Knob constraints (evo_fsr/knobs.py): a row cached in registers must fit (64 registers per
+// thread at 1024 threads).
+// constraint: THREADS * ITEMS <= 16384
+
+static_assert(THREADS * ITEMS <= 16384, "knob constraint: THREADS * ITEMS <= 16384");
+static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024, "THREADS: a warp multiple <= 1024");
+static_assert(WARPS_PER_BLOCK >= 1 && WARPS_PER_BLOCK * 32 <= 1024, "WARPS_PER_BLOCK out of range");
+static_assert(VEC == 1 || VEC == 2 || VEC == 4, "VEC must be 1, 2 or 4");
+static_assert(ITEMS % VEC == 0 && ITEMS >= VEC, "ITEMS must be a multiple of VEC");
+static_assert(WARP_ITEMS >= 1 && (WARP_ITEMS & (WARP_ITEMS - 1)) == 0, "WARP_ITEMS: a power of two");
+static_assert(SPLIT_COLS % 4 == 0, "SPLIT_COLS must keep float4 alignment");
+static_assert(CLUSTER_SMEM_KB >= 0 && CLUSTER_SMEM_KB <= 224,
+              "CLUSTER_SMEM_KB in 0..224 (sm_90: 227 KB per block, static shared memory included)");
+static_assert(CLUSTER_THREADS % 32 == 0 && CLUSTER_THREADS >= 64 && CLUSTER_THREADS <= 1024,
+              "CLUSTER_THREADS: a warp multiple in 64..1024");
+
+#define NWARPS (THREADS / 32)
+#define CNWARPS (CLUSTER_THREADS / 32)
+#define PART_CAP 65536      // (max, sum) partials of the split regime
+
+__device__ float2 g_part[PART_CAP];
+
+template <int V>
+__device__ __forceinline__ void ldv(const float* __restrict__ p, float* v) {
+    if constexpr (V == 4) {
+        const float4 t = __ldg(reinterpret_cast<const float4*>(p));
+        v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+    } else if constexpr (V == 2) {
+        const float2 t = __ldg(reinterpret_cast<const float2*>(p));
+        v[0] = t.x; v[1] = t.y;
+    } else {
+        v[0] = __ldg(p);
+    }
+}
+
+template <int V>
+__device__ __forceinline__ void stv(float* __restrict__ p, const float* v) {
+    if constexpr (V == 4) {
+        *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    } else if constexpr (V == 2) {
+        *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+    } else {
+        p[0] = v[0];
+    }
+}
+
+// Plain (non-__ldg) vector load, for shared memory.
+template <int V>
+__device__ __forceinline__ void ldp(const float* p, float* v) {
+    if constexpr (V == 4) {
+        const float4 t = *reinterpret_cast<const float4*>(p);
+        v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+    } else if constexpr (V == 2) {
+        const float2 t = *reinterpret_cast<const float2*>(p);
+        v[0] = t.x; v[1] = t.y;
+    } else {
+        v[0] = *p;
+    }
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+// (m, s) <- merge of two online states; an empty state is (-inf, 0).
+__device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
+    const float mx = fmaxf(m, m2);
+    const float a = (m == -INFINITY) ? 0.0f : s * expf(m - mx);
+    const float b = (m2 == -INFINITY) ? 0.0f : s2 * expf(m2 - mx);
+    m = mx;
+    s = a + b;
+}
+
+__device__ __forceinline__ void warp_merge(float& m, float& s) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        const float s2 = __shfl_xor_sync(0xffffffffu, s, off);
+        merge(m, s, m2, s2);
+    }
+}
+
+// Block-wide max or sum over NW warps, the result in every thread; sh holds NW + 1 floats.
+template <bool IS_MAX, int NW = NWARPS>
+__device__ __forceinline__ float block_all(float v, float* sh) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = IS_MAX ? warp_max(v) : warp_sum(v);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float t = lane < NW ? sh[lane] : (IS_MAX ? -INFINITY : 0.0f);
+        t = IS_MAX ? warp_max(t) : warp_sum(t);
+        if (lane == 0) sh[NW] = t;
+    }
+    __syncthreads();
+    const float r = sh[NW];
+    __syncthreads();   // sh may be reused
+    return r;
+}
+
+// Block-wide merge of online states, the result in every thread.
+__device__ __forceinline__ void block_merge(float& m, float& s, float* shm, float* shs) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    warp_merge(m, s);
+    if (lane == 0) { shm[warp] = m; shs[warp] = s; }
+    __syncthreads();
+    if (warp == 0) {
+        m = lane < NWARPS ? shm[lane] : -INFINITY;
+        s = lane < NWARPS ? shs[lane] : 0.0f;
+        warp_merge(m, s);
+        if (lane == 0) { shm[NWARPS] = m; shs[NWARPS] = s; }
+    }
+    __syncthreads();
+    m = shm[NWARPS];
+    s = shs[NWARPS];
+    __syncthreads();
+}
+
+// ---- short rows: one warp per row --------------------------------------------------------
+template <int V>
+__global__ void __launch_bounds__(WARPS_PER_BLOCK * 32)
+softmax_warp(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+    constexpr int NV = WARP_ITEMS / V;
+    const int lane = threadIdx.x & 31;
+    const long long row = (long long)blockIdx.x * WARPS_PER_BLOCK + (threadIdx.x >> 5);
+    if (row >= rows) return;                       // uniform per warp: shuffles stay full-warp
+    const float* xr = x + row * cols;
+    float* yr = y + row * cols;
+    float v[WARP_ITEMS];
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const int c = (i * 32 + lane) * V;         // cols % V == 0: a vector is all in or all out
+        if (c < cols) {
+            ldv<V>(xr + c, v + i * V);
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; ++k) v[i * V + k] = -INFINITY;
+        }
+#pragma unroll
+        for (int k = 0; k < V; ++k) m = fmaxf(m, v[i * V + k]);
+    }
+    m = warp_max(m);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < WARP_ITEMS; ++k) {
+        v[k] = expf(v[k] - m);                     // expf(-inf) = 0 for the padding
+        s += v[k];
+    }
+    const float inv = 1.0f / warp_sum(s);
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const int c = (i * 32 + lane) * V;
+        if (c < cols) {
+#pragma unroll
+            for (int k = 0; k < V; ++k) v[i * V + k] *= inv;
+            stv<V>(yr + c, v + i * V);
+        }
+    }
+}
+
+// ---- medium rows: one block per row, cached ----------------------------------------------
+template <int V>
+__global__ void __launch_bounds__(THREADS)
+softmax_cached(const float* __restrict__ x, float* __restrict__ y, int cols) {
+    constexpr int NV = ITEMS / V;
+    __shared__ float sh[NWARPS + 1];
+    const long long row = blockIdx.x;
+    const float* xr = x + row * cols;
+    float* yr = y + row * cols;
+    const int tid = threadIdx.x;
+    float v[ITEMS];
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const int c = (i * THREADS + tid) * V;
+        if (c < cols) {
+            ldv<V>(xr + c, v + i * V);
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; ++k) v[i * V + k] = -INFINITY;
+        }
+#pragma unroll
+        for (int k = 0; k < V; ++k) m = fmaxf(m, v[i * V + k]);
+    }
+    m = block_all<true>(m, sh);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        v[k] = expf(v[k] - m);
+        s += v[k];
+    }
+    const float inv = 1.0f / block_all<false>(s, sh);
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const int c = (i * THREADS + tid) * V;
+        if (c < cols) {
+#pragma unroll
+            for (int k = 0; k < V; ++k) v[i * V + k] *= inv;
+            stv<V>(yr + c, v + i * V);
+        }
+    }
+}
+
+// ---- long rows ---------------------------------------------------------------------------
+// This thread's online state over columns [c0, c1) of a row (c0, c1 multiples of V).
+template <int V>
+__device__ __forceinline__ void online_range(const float* __restrict__ xr, long long c0, long long c1,
+                                             float& m, float& s) {
+    constexpr int NV = ITEMS / V;
+    const long long end = c1 / V;
+    for (long long base = c0 / V + threadIdx.x; base < end; base += (long long)NV * THREADS) {
+        float v[ITEMS];
+        float lm = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const long long j = base + (long long)i * THREADS;
+            if (j < end) {
+                ldv<V>(xr + j * V, v + i * V);
+            } else {
+#pragma unroll
+                for (int k = 0; k < V; ++k) v[i * V + k] = -INFINITY;
+            }
+#pragma unroll
+            for (int k = 0; k < V; ++k) lm = fmaxf(lm, v[i * V + k]);
+        }
+        float ls = 0.0f;                            // lm is finite: element `base` is real
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) ls += expf(v[k] - lm);
+        merge(m, s, lm, ls);
+    }
+}
+
+template <int V>
+__device__ __forceinline__ void write_range(const float* __restrict__ xr, float* __restrict__ yr,
+                                            long long c0, long long c1, float m, float inv) {
+    const long long end = c1 / V;
+#pragma unroll 4
+    for (long long j = c0 / V + threadIdx.x; j < end; j += THREADS) {
+        float v[V];
+        ldv<V>(xr + j * V, v);
+#pragma unroll
+        for (int k = 0; k < V; ++k) v[k] = expf(v[k] - m) * inv;
+        stv<V>(yr + j * V, v);
+    }
+}
+
+// One block per row, any length: online pass, then the write pass.
+template <int V>
+__global__ void __launch_bounds__(THREADS)
+softmax_looped(const float* __restrict__ x, float* __restrict__ y, int cols) {
+    __shared__ float shm[NWARPS + 1], shs[NWARPS + 1];
+    const long long row = blockIdx.x;
+    const float* xr = x + row * cols;
+    float m = -INFINITY, s = 0.0f;
+    online_range<V>(xr, 0, cols, m, s);
+    block_merge(m, s, shm, shs);
+    write_range<V>(xr, y + row * cols, 0, cols, m, 1.0f / s);
+}
+
+// Split regime, kernel 1: grid (rows, splits); one (max, sum) partial per chunk.
+template <int V>
+__global__ void __launch_bounds__(THREADS)
+softmax_split_stats(const float* __restrict__ x, int cols, long long chunk) {
+    __shared__ float shm[NWARPS + 1], shs[NWARPS + 1];
+    const long long row = blockIdx.x;
+    const long long c0 = (long long)blockIdx.y * chunk;
+    const long long c1 = c0 + chunk < cols ? c0 + chunk : cols;
+    float m = -INFINITY, s = 0.0f;
+    online_range<V>(x + row * cols, c0, c1, m, s);
+    block_merge(m, s, shm, shs);
+    if (threadIdx.x == 0) g_part[row * gridDim.y + blockIdx.y] = make_float2(m, s);
+}
+
+// Split regime, kernel 2: merge the row's partials (warp 0), then write this chunk.
+template <int V>
+__global__ void __launch_bounds__(THREADS)
+softmax_split_write(const float* __restrict__ x, float* __restrict__ y, int cols, long long chunk) {
+    __shared__ float row_m, row_s;
+    const long long row = blockIdx.x;
+    const int splits = (int)gridDim.y;
+    if (threadIdx.x < 32) {
+        float m = -INFINITY, s = 0.0f;
+        for (int p = threadIdx.x; p < splits; p += 32) {
+            const float2 q = g_part[row * splits + p];
+            merge(m, s, q.x, q.y);
+        }
+        warp_merge(m, s);
+        if (threadIdx.x == 0) { row_m = m; row_s = s; }
+    }
+    __syncthreads();
+    const long long c0 = (long long)blockIdx.y * chunk;
+    const long long c1 = c0 + chunk < cols ? c0 + chunk : cols;
+    write_range<V>(x + row * cols, y + row * cols, c0, c1, row_m, 1.0f / row_s);
+}
+
+// Pairwise sum of N (a power of two) values.
+template <int N>
+__device__ __forceinline__ float tree_sum(const float* a) {
+    if constexpr (N == 1) return a[0];
+    else return tree_sum<N / 2>(a) + tree_sum<N / 2>(a + N / 2);
+}
+
+// ---- long rows, few of them: one thread-block cluster per row -----------------------------
+// Grid: rows * CL CTAs, clusters of CL along x. CTA rank r caches columns [r * chunk,
+// min((r + 1) * chunk, cols)) of row blockIdx.x / CL in dynamic shared memory (chunk % 4 == 0,
+// so every chunk start keeps the row's alignment); an empty chunk contributes (-inf, 0).
+template <int V>
+__global__ void __launch_bounds__(CLUSTER_THREADS, 1)
+softmax_cluster(const float* __restrict__ x, float* __restrict__ y, int cols, int chunk) {
+    constexpr int U = 16 / V;                        // vectors per thread in flight (16 floats)
+    constexpr int R = 4;                             // vectors per step of the smem passes
+    extern __shared__ float4 cluster_smem[];
+    float* sx = reinterpret_cast<float*>(cluster_smem);
+    __shared__ float sh[CNWARPS + 1];
+    __shared__ float2 part;                          // this CTA's (max, sum), read via DSMEM
+    __shared__ float2 total;                         // the row's (max, sum)
+    const cg::cluster_group cluster = cg::this_cluster();
+    const int cl = (int)cluster.num_blocks();
+    const int rank = (int)cluster.block_rank();
+    const int tid = threadIdx.x;
+    const int c0 = rank * chunk;
+    const int nv = max(min(chunk, cols - c0), 0) / V;          // vectors in this chunk
+    const long long off = (long long)(blockIdx.x / cl) * cols + c0;
+    const float* xr = x + off;
+    float* yr = y + off;
+
+    // Load the chunk once (coalesced, U loads in flight), cache it, thread max.
+    float m = -INFINITY;
+    for (int base = tid; base < nv; base += U * CLUSTER_THREADS) {
+        float v[U * V];
+#pragma unroll
+        for (int i = 0; i < U; ++i) {
+            const int j = base + i * CLUSTER_THREADS;
+            if (j < nv) ldv<V>(xr + j * V, v + i * V);
+        }
+#pragma unroll
+        for (int i = 0; i < U; ++i) {
+            const int j = base + i * CLUSTER_THREADS;
+            if (j < nv) {
+                stv<V>(sx + j * V, v + i * V);
+#pragma unroll
+                for (int k = 0; k < V; ++k) m = fmaxf(m, v[i * V + k]);
+            }
+        }
+    }
+    m = block_all<true, CNWARPS>(m, sh);
+
+    // exp(x - chunk max) in place; R * V partial sums per thread, then a tree.
+    float acc[R * V];
+#pragma unroll
+    for (int k = 0; k < R * V; ++k) acc[k] = 0.0f;
+    for (int base = tid; base < nv; base += R * CLUSTER_THREADS) {
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            const int j = base + i * CLUSTER_THREADS;
+            if (j < nv) {
+                float v[V];
+                ldp<V>(sx + j * V, v);
+#pragma unroll
+                for (int k = 0; k < V; ++k) {
+                    v[k] = expf(v[k] - m);
+                    acc[i * V + k] += v[k];
+                }
+                stv<V>(sx + j * V, v);
+            }
+        }
+    }
+    const float s = block_all<false, CNWARPS>(tree_sum<R * V>(acc), sh);
+
+    // Row state: warp 0 merges the CL partials (lane q holds rank q's; the butterfly gives every
+    // lane, and every CTA, the same bits).
+    if (tid == 0) part = make_float2(m, s);
+    cluster.sync();                                  // all parts written, all CTAs running
+    if (tid < 32) {
+        const float2 q = tid < cl ? *cluster.map_shared_rank(&part, tid) : make_float2(-INFINITY, 0.0f);
+        float rm = q.x, rs = q.y;
+        warp_merge(rm, rs);
+        if (tid == 0) total = make_float2(rm, rs);
+    }
+    __syncthreads();
+    cluster.barrier_arrive();                        // DSMEM reads done; waited on before exit
+
+    // y = exp(x - chunk max) * exp(chunk max - row max) / row sum (m is finite when nv > 0).
+    const float scale = expf(m - total.x) / total.y;
+#pragma unroll 4
+    for (int j = tid; j < nv; j += CLUSTER_THREADS) {
+        float v[V];
+        ldp<V>(sx + j * V, v);
+#pragma unroll
+        for (int k = 0; k < V; ++k) v[k] *= scale;
+        stv<V>(yr + j * V, v);
+    }
+    cluster.barrier_wait();                          // no CTA exits while its part may be read
+}
+
+// ---- dispatch ----------------------------------------------------------------------------
+static int vector_width(const void* a, const void* b, int cols, int widest) {
+    for (int v = widest; v > 1; v >>= 1)
+        if (cols % v == 0 && (uintptr_t)a % (4u * v) == 0 && (uintptr_t)b % (4u * v) == 0) return v;
+    return 1;
+}
+
+static int sm_count() {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 132;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) return 132;
+    return sms;
+}
+
+// Cluster regime: launches it and returns true, or returns false (nothing launched, no error
+// left pending) when it does not apply: no cluster size 2..16 whose chunk fits CLUSTER_SMEM_KB,
+// or the device cannot run such a cluster.
+template <int V>
+static bool run_cluster(const float* x, float* y, int rows, int cols, cudaStream_t stream) {
+    if constexpr (CLUSTER_SMEM_KB == 0) {
+        return false;
+    } else {
+        constexpr int kSmemMax = CLUSTER_SMEM_KB * 1024;
+        int idx = 0, cl = 2;
+        long long chunk = 0;
+        for (; idx < 4; ++idx, cl <<= 1) {
+            chunk = ((long long)cols + cl - 1) / cl;
+            chunk = (chunk + 3) / 4 * 4;
+            if (chunk * (long long)sizeof(float) <= kSmemMax) break;
+        }
+        if (idx == 4) return false;
+
+        auto kernel = softmax_cluster<V>;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = (unsigned)cl;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cudaLaunchConfig_t config = {};
+        config.blockDim = dim3(CLUSTER_THREADS, 1, 1);
+        config.stream = stream;
+        config.attrs = attr;
+        config.numAttrs = 1;
+
+        // Kernel attributes and "can a cluster of cl CTAs of kSmemMax bytes run" depend on the
+        // device only: set and asked once per device (per V), never per input.
+        static int state_dev = -1;
+        static signed char usable[4];                // per cluster size: -1 unknown, 0 no, 1 yes
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess) { (void)cudaGetLastError(); return false; }
+        if (dev != state_dev) {
+            state_dev = dev;
+            const bool ok =
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax) == cudaSuccess;
+            const bool nonportable =             // cluster size 16
+                ok && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+            for (int i = 0; i < 4; ++i) usable[i] = (ok && (i < 3 || nonportable)) ? -1 : 0;
+            (void)cudaGetLastError();
+        }
+        if (usable[idx] < 0) {
+            int clusters = 0;
+            config.gridDim = dim3((unsigned)cl, 1, 1);
+            config.dynamicSmemBytes = kSmemMax;
+            usable[idx] =
+                cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
+            (void)cudaGetLastError();
+        }
+        if (!usable[idx]) return false;
+
+        config.gridDim = dim3((unsigned)(rows * cl), 1, 1);
+        config.dynamicSmemBytes = (size_t)chunk * sizeof(float);
+        if (cudaLaunchKernelEx(&config, kernel, x, y, cols, (int)chunk) != cudaSuccess) {
+            (void)cudaGetLastError();                // nothing ran: the caller falls back
+            return false;
+        }
+        return true;
+    }
+}
+
+template <int V>
+static void run_rows(const float* x, float* y, int rows, int cols, cudaStream_t stream) {
+    if (cols <= THREADS * ITEMS) {
+        softmax_cached<V><<<(unsigned)rows, THREADS, 0, stream>>>(x, y, cols);
+        return;
+    }
+    const bool few_rows = rows < 2 * sm_count();
+    if (few_rows && run_cluster<V>(x, y, rows, cols, stream)) return;
+    long long splits = ((long long)cols + SPLIT_COLS - 1) / SPLIT_COLS;
+    const long long cap = PART_CAP / rows;                   // rows < 2 * SMs here: cap >= 1
+    if (!few_rows || cap < 2 || splits < 2) {
+        softmax_looped<V><<<(unsigned)rows, THREADS, 0, stream>>>(x, y, cols);
+        return;
+    }
+    if (splits > cap) splits = cap;
+    if (splits > 65535) splits = 65535;
+    long long chunk = ((long long)cols + splits - 1) / splits;
+    chunk = (chunk + 3) / 4 * 4;                              // keeps every chunk start aligned
+    splits = ((long long)cols + chunk - 1) / chunk;           // every chunk non-empty
+    const dim3 grid((unsigned)rows, (unsigned)splits);
+    softmax_split_stats<V><<<grid, THREADS, 0, stream>>>(x, cols, chunk);
+    softmax_split_write<V><<<grid, THREADS, 0, stream>>>(x, y, cols, chunk);
+}
+
+extern "C" int launch(const float* x, float* y, int rows, int cols, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return 0;
+    if (cols <= 32 * WARP_ITEMS) {
+        constexpr int WV = WARP_ITEMS < VEC ? WARP_ITEMS : VEC;
+        const int v = vector_width(x, y, cols, WV);
+        const unsigned blocks = (unsigned)(((long long)rows + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
+        if (WV >= 4 && v == 4)
+            softmax_warp<(WV >= 4 ? 4 : 1)><<<blocks, WARPS_PER_BLOCK * 32, 0, stream>>>(x, y, rows, cols);
+        else if (WV >= 2 && v == 2)
+            softmax_warp<(WV >= 2 ? 2 : 1)><<<blocks, WARPS_PER_BLOCK * 32, 0, stream>>>(x, y, rows, cols);
+        else
+            softmax_warp<1><<<blocks, WARPS_PER_BLOCK * 32, 0, stream>>>(x, y, rows, cols);
+    } else {
+        const int v = vector_width(x, y, cols, VEC);
+        if (VEC >= 4 && v == 4) run_rows<(VEC >= 4 ? 4 : 1)>(x, y, rows, cols, stream);
+        else if (VEC >= 2 && v == 2) run_rows<(VEC >= 2 ? 2 : 1)>(x, y, rows, cols, stream);
+        else run_rows<1>(x, y, rows, cols, stream);
+    }
+    return (int)cudaGetLastError();
+}
