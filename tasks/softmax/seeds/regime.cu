@@ -58,16 +58,19 @@ static_assert(CLUSTER_THREADS % 32 == 0 && CLUSTER_THREADS >= 64 && CLUSTER_THRE
 
 __device__ float2 g_part[PART_CAP];
 
-template <int V>
+// V floats at p into v: through the read-only path (__ldg) for x, plainly for shared memory.
+template <int V, bool READ_ONLY = true>
 __device__ __forceinline__ void ldv(const float* __restrict__ p, float* v) {
     if constexpr (V == 4) {
-        const float4 t = __ldg(reinterpret_cast<const float4*>(p));
+        const float4* q = reinterpret_cast<const float4*>(p);
+        const float4 t = READ_ONLY ? __ldg(q) : *q;
         v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
     } else if constexpr (V == 2) {
-        const float2 t = __ldg(reinterpret_cast<const float2*>(p));
+        const float2* q = reinterpret_cast<const float2*>(p);
+        const float2 t = READ_ONLY ? __ldg(q) : *q;
         v[0] = t.x; v[1] = t.y;
     } else {
-        v[0] = __ldg(p);
+        v[0] = READ_ONLY ? __ldg(p) : *p;
     }
 }
 
@@ -79,20 +82,6 @@ __device__ __forceinline__ void stv(float* __restrict__ p, const float* v) {
         *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
     } else {
         p[0] = v[0];
-    }
-}
-
-// Plain (non-__ldg) vector load, for shared memory.
-template <int V>
-__device__ __forceinline__ void ldp(const float* p, float* v) {
-    if constexpr (V == 4) {
-        const float4 t = *reinterpret_cast<const float4*>(p);
-        v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
-    } else if constexpr (V == 2) {
-        const float2 t = *reinterpret_cast<const float2*>(p);
-        v[0] = t.x; v[1] = t.y;
-    } else {
-        v[0] = *p;
     }
 }
 
@@ -402,7 +391,7 @@ softmax_cluster(const float* __restrict__ x, float* __restrict__ y, int cols, in
             const int j = base + i * CLUSTER_THREADS;
             if (j < nv) {
                 float v[V];
-                ldp<V>(sx + j * V, v);
+                ldv<V, false>(sx + j * V, v);
 #pragma unroll
                 for (int k = 0; k < V; ++k) {
                     v[k] = expf(v[k] - m);
@@ -432,7 +421,7 @@ softmax_cluster(const float* __restrict__ x, float* __restrict__ y, int cols, in
 #pragma unroll 4
     for (int j = tid; j < nv; j += CLUSTER_THREADS) {
         float v[V];
-        ldp<V>(sx + j * V, v);
+        ldv<V, false>(sx + j * V, v);
 #pragma unroll
         for (int k = 0; k < V; ++k) v[k] *= scale;
         stv<V>(yr + j * V, v);
