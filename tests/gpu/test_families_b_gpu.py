@@ -57,9 +57,16 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         {"THREADS": "64", "ITEMS": "8", "MIN_BLOCKS": "2"},
         {"THREADS": "512", "ITEMS": "1", "MIN_BLOCKS": "4"},
     ],
+    # prefix_sum/lookback: LOAD 0 (cub), 1 (direct blocked) and 2 (float4 striped through swizzled
+    # shared memory: ITEMS 8, 16, 24 swizzled, 12 not), with and without CACHE (streaming hints)
     ("prefix_sum", "lookback"): [
         {"THREADS": "128", "ITEMS": "4", "SCAN_ALGO": "0"},
-        {"THREADS": "512", "ITEMS": "8", "SCAN_ALGO": "1"},
+        {"THREADS": "512", "ITEMS": "8", "SCAN_ALGO": "1", "CACHE": "1"},
+        {"THREADS": "256", "ITEMS": "16", "SCAN_ALGO": "2", "LOAD": "1", "CACHE": "1"},
+        {"THREADS": "256", "ITEMS": "24", "LOAD": "2"},
+        {"THREADS": "128", "ITEMS": "8", "SCAN_ALGO": "2", "LOAD": "2", "CACHE": "1"},
+        {"THREADS": "512", "ITEMS": "12", "SCAN_ALGO": "1", "LOAD": "2"},
+        {"THREADS": "256", "ITEMS": "16", "LOAD": "2", "CACHE": "1"},
     ],
     ("histogram", "privatized"): [
         {"AGG": "0", "COPIES": "1", "VEC": "1", "THREADS": "256", "BLOCKS_PER_SM": "4", "ITEMS": "1"},

@@ -9,6 +9,7 @@ family, seeded), while an invalid combination stops at the static_assert in nvcc
 """
 from __future__ import annotations
 
+import itertools
 import os
 import random
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,11 @@ FAMILIES = [
 MIN_VALID_FRACTION = 0.7
 RANDOM_VALID_PER_FAMILY = 2
 SAMPLE_SEED = 13
+#: Knobs whose every combination of values the family's compiled sample must hold (a random valid
+#: combination for each one the default and the random draws miss): the code paths they select.
+COVERED_KNOBS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("prefix_sum", "lookback"): ("LOAD", "CACHE"),
+}
 
 Compiled = dict[tuple[str, str], list[tuple[dict[str, str], CompileResult]]]
 
@@ -52,13 +58,22 @@ def _compile(task: str, source: str) -> CompileResult:
 
 
 def _sample(task: str, seed: str) -> list[dict[str, str]]:
-    """The seed's own values, then RANDOM_VALID_PER_FAMILY other valid combinations."""
+    """The seed's own values, then RANDOM_VALID_PER_FAMILY other valid combinations, then one
+    valid combination for each joint value of the family's COVERED_KNOBS not yet in the sample."""
     source = _source(task, seed)
-    default = {name: knob.value for name, knob in parse_knobs(source).items()}
+    knobs = parse_knobs(source)
+    default = {name: knob.value for name, knob in knobs.items()}
     constraints = _constraints(source)
     others = [v for v in _combinations(source) if v != default and _valid(constraints, v)]
     rng = random.Random(f"{SAMPLE_SEED}:{task}:{seed}")
-    return [default] + rng.sample(others, RANDOM_VALID_PER_FAMILY)
+    sample = [default] + rng.sample(others, RANDOM_VALID_PER_FAMILY)
+    covered = COVERED_KNOBS.get((task, seed), ())
+    for wanted in itertools.product(*(knobs[name].choices for name in covered)):
+        def has(values: dict[str, str]) -> bool:
+            return all(values[name] == value for name, value in zip(covered, wanted))
+        if not any(has(values) for values in sample):
+            sample.append(rng.choice([values for values in others if has(values)]))
+    return sample
 
 
 @pytest.mark.parametrize("task, seed", FAMILIES)
@@ -110,7 +125,9 @@ def compiled(nvcc_available: bool) -> Compiled:
 @pytest.mark.parametrize("task, seed", FAMILIES)
 def test_family_sample_compiles(task: str, seed: str, compiled: Compiled) -> None:
     sample = compiled[(task, seed)]
-    assert len(sample) == 1 + RANDOM_VALID_PER_FAMILY
+    assert len(sample) >= 1 + RANDOM_VALID_PER_FAMILY
+    for name in COVERED_KNOBS.get((task, seed), ()):
+        assert {values[name] for values, _ in sample} == set(parse_knobs(_source(task, seed))[name].choices)
     failed = [(values, result.log[:600]) for values, result in sample if not result.ok]
     assert not failed, failed
     assert all(result.binary[:4] == b"\x7fELF" for _, result in sample)

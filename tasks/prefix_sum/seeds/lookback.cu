@@ -1,15 +1,31 @@
 // prefix_sum family: single-pass scan with decoupled look-back (Merrill & Garland).
 // Block b scans tile b (tile index = blockIdx.x, as CUB does: blocks are dispatched in increasing
 // blockIdx order, so a tile only ever waits on tiles whose blocks have already started: no
-// deadlock). It loads THREADS * ITEMS elements in a blocked arrangement (LOAD 0: cub::BlockLoad,
-// warp-transposed through shared memory, coalesced; LOAD 1: each thread reads its ITEMS
-// consecutive elements directly, as float4 when x is 16-byte aligned, chosen on the host per
-// pointer; the last partial tile, and a misaligned x, use guarded / scalar loads), and scans them
-// with cub::BlockScan. Its first warp publishes the tile's aggregate, looks back over the status
-// words of the preceding tiles 32 at a time (summing aggregates until it meets an inclusive
-// prefix), publishes the tile's inclusive prefix and hands the exclusive prefix to the block scan
-// (prefix callback). y is written the same way (float4 when y is 16-byte aligned, for LOAD 1).
+// deadlock). It loads THREADS * ITEMS elements in a blocked arrangement (thread t holds elements
+// t * ITEMS .. t * ITEMS + ITEMS - 1 of the tile; see LOAD below) and scans them with
+// cub::BlockScan. Its first warp publishes the tile's aggregate, looks back over the status words
+// of the preceding tiles 32 at a time (summing aggregates until it meets an inclusive prefix),
+// publishes the tile's inclusive prefix and hands the exclusive prefix to the block scan (prefix
+// callback). y is written from the blocked arrangement the same way, mirrored.
 // x is read once and y written once; there is no memset and no second kernel.
+//
+// LOAD 0: cub::BlockLoad / BlockStore, WARP_TRANSPOSE (scalar warp-striped accesses, coalesced,
+// staged through shared memory). LOAD 1: each thread reads its ITEMS consecutive elements
+// directly (float4 when x is 16-byte aligned; not coalesced across a warp), no staging. LOAD 2:
+// each warp moves its own 32 * ITEMS elements of the tile with coalesced float4 accesses (lane l
+// takes float4 l, l + 32, ... of the warp's segment) into shared memory, and each thread then
+// reads its ITEMS elements back as float4s; y goes the mirror way (blocked float4s into shared
+// memory, then coalesced float4 stores). Only a warp touches its segment: __syncwarp, no block
+// barrier. The float4 slots of a segment are XOR-swizzled within 128-byte rows, so that both the
+// striped and the blocked float4 accesses of shared memory are free of bank conflicts, with no
+// padding (shared memory: exactly the tile). For LOAD 1 and 2, float4 global accesses are used
+// per pointer (x, y 16-byte aligned, chosen on the host) on full tiles; the last partial tile and
+// a misaligned pointer use scalar accesses (guarded on the partial tile; for LOAD 2 still
+// warp-striped and coalesced, through the same shared layout).
+// CACHE 1: streaming cache hints, x read with ld.global.cs and y written with st.global.cs
+// (__ldcs / __stcs; for LOAD 0 through small iterators handed to cub's BlockLoad / BlockStore,
+// so the knob acts on every LOAD); CACHE 0: plain accesses (x through the read-only path, as the
+// compiler picks for a const __restrict__ pointer).
 //
 // Status words (no per-call clearing): in the task's workspace (N/32 + 1024 floats), rounded up
 // to 8 bytes, word 0 holds a generation counter G (low 32 bits) and word 1 + t the status of
@@ -32,23 +48,28 @@
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/block/block_store.cuh>
+#include <iterator>
 
 #define THREADS 256         // knob: 128 256 512
-#define ITEMS 24            // knob: 4 8 12 16 20 24
-#define SCAN_ALGO 0         // knob: 0 1 2
-#define LOAD 0              // knob: 0 1
+#define ITEMS 24            // knob: 4 8 12 16 20 24 28 32
+#define SCAN_ALGO 2         // knob: 0 1 2
+#define LOAD 2              // knob: 0 1 2
+#define CACHE 1             // knob: 0 1
 // SCAN_ALGO: 0 raking, 1 raking with memoized partials, 2 warp scans (cub::BlockScanAlgorithm).
 // LOAD: 0 cub BLOCK_LOAD_WARP_TRANSPOSE / BLOCK_STORE_WARP_TRANSPOSE (tile staged in shared
-// memory); 1 direct blocked loads and stores, float4 where the pointer allows (no staging).
-// Knob constraints (evo_fsr/knobs.py): with LOAD 0 the staged tile stays within 24 KB, so that
-// several blocks fit an SM (LOAD 1 stages nothing: any tile).
-// constraint: THREADS * ITEMS * (1 - LOAD) <= 6144
+// memory); 1 direct blocked loads and stores, float4 where the pointer allows (no staging);
+// 2 coalesced float4 warp-striped accesses staged through (swizzled) shared memory.
+// CACHE: 0 plain global accesses; 1 streaming hints (ld.global.cs / st.global.cs), every LOAD.
+// Knob constraints (evo_fsr/knobs.py): with LOAD 0 or 2 the staged tile stays within 32 KB, so
+// that several blocks fit an SM (LOAD 1 stages nothing: any tile).
+// constraint: THREADS * ITEMS * (LOAD != 1) <= 8192
 
-static_assert(THREADS * ITEMS * (1 - LOAD) <= 6144, "knob constraint: THREADS * ITEMS * (1 - LOAD) <= 6144");
+static_assert(THREADS * ITEMS * (LOAD != 1) <= 8192, "knob constraint: THREADS * ITEMS * (LOAD != 1) <= 8192");
 static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024, "THREADS: a warp multiple <= 1024");
 static_assert(ITEMS >= 4 && ITEMS % 4 == 0, "ITEMS: a multiple of 4 (float4 loads, 16-byte aligned tiles)");
 static_assert(SCAN_ALGO >= 0 && SCAN_ALGO <= 2, "SCAN_ALGO must be 0, 1 or 2");
-static_assert(LOAD == 0 || LOAD == 1, "LOAD must be 0 or 1");
+static_assert(LOAD >= 0 && LOAD <= 2, "LOAD must be 0, 1 or 2");
+static_assert(CACHE == 0 || CACHE == 1, "CACHE must be 0 or 1");
 
 #define TILE (THREADS * ITEMS)
 #define FLAG_AGGREGATE 1u
@@ -136,8 +157,86 @@ struct LookBack {
     }
 };
 
+// Global accesses of x and y (LOAD 1 and 2, and LOAD 0 with CACHE 1 through the iterators
+// below): CACHE 1 streams them (ld.global.cs / st.global.cs, evict-first), CACHE 0 leaves the
+// choice to the compiler.
+template <typename T>
+__device__ __forceinline__ T load_x(const T* p) {
+#if CACHE
+    return __ldcs(p);
+#else
+    return *p;
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ void store_y(T* p, const T& value) {
+#if CACHE
+    __stcs(p, value);
+#else
+    *p = value;
+#endif
+}
+
+#if LOAD == 0 && CACHE
+// LOAD 0 with CACHE 1: cub's warp-striped loads and stores go through these (cub reads
+// it[i], writes (it + i)[j]), i.e. through load_x / store_y: the same ld.global.cs / st.global.cs
+// as LOAD 1 and 2. (cub's own CacheModified iterators emit generic-space ld.cs / st.cs in volatile
+// asm.)
+struct StreamingX {
+    typedef std::random_access_iterator_tag iterator_category;
+    typedef float value_type;
+    typedef ptrdiff_t difference_type;
+    typedef const float* pointer;
+    typedef float reference;
+    const float* p;
+    __device__ __forceinline__ float operator[](ptrdiff_t i) const { return load_x(p + i); }
+    __device__ __forceinline__ StreamingX operator+(ptrdiff_t i) const { return StreamingX{p + i}; }
+};
+
+struct StreamingY {
+    struct Ref {
+        float* q;
+        __device__ __forceinline__ const Ref& operator=(float value) const { store_y(q, value); return *this; }
+    };
+    typedef std::random_access_iterator_tag iterator_category;
+    typedef float value_type;
+    typedef ptrdiff_t difference_type;
+    typedef float* pointer;
+    typedef Ref reference;
+    float* p;
+    __device__ __forceinline__ Ref operator[](ptrdiff_t i) const { return Ref{p + i}; }
+    __device__ __forceinline__ StreamingY operator+(ptrdiff_t i) const { return StreamingY{p + i}; }
+};
+#endif
+
+#if LOAD == 2
+constexpr int odd_part(int v) { return v % 2 ? v : odd_part(v / 2); }
+static constexpr int kOddQ = odd_part(ITEMS / 4);
+
+// Where float4 slot s (0 <= s < 8 * ITEMS) of a warp's segment lives in the warp's staging area:
+// a permutation of the 8 slots (128 bytes, all 32 banks) of each row s / 8. The striped accesses
+// (float4, lane l: slot l + 32 k, a quarter warp per row; scalar, lane l: float l + 32 m, the warp
+// on one row) stay conflict-free under any row-wise XOR. The blocked ones (lane l: slot l * Q + j,
+// Q = ITEMS / 4) are conflict-free as they stand for an odd Q; for an even Q the column is XORed
+// with (row / odd part of Q) mod 8, which spreads each quarter warp's 8 slots over the 8 columns
+// (checked by enumeration for every Q up to 15).
+__device__ __forceinline__ int slot(int s) {
+    constexpr int Q = ITEMS / 4;
+    if (Q % 2 == 1) return s;
+    return s ^ (((s >> 3) / kOddQ) & 7);
+}
+
+// threadIdx.x, read in volatile asm: a read the compiler cannot merge with the first one.
+__device__ __forceinline__ int thread_index_again() {
+    unsigned t;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return (int)t;
+}
+#endif
+
 // VEC_X / VEC_Y: x / y is 16-byte aligned (then so is every thread's run of ITEMS elements of a
-// tile, ITEMS being a multiple of 4); decided on the host, LOAD 1 only.
+// tile and every warp's segment, ITEMS being a multiple of 4); decided on the host, LOAD 1 and 2.
 template <bool VEC_X, bool VEC_Y>
 __global__ void __launch_bounds__(THREADS)
 scan_lookback(const float* __restrict__ x, float* __restrict__ y, unsigned long long* __restrict__ words,
@@ -148,7 +247,10 @@ scan_lookback(const float* __restrict__ x, float* __restrict__ y, unsigned long 
         typename TileStore::TempStorage store;
         typename TileScan::TempStorage scan;
     } tmp;
+#elif LOAD == 1
+    __shared__ typename TileScan::TempStorage tmp_scan;
 #else
+    __shared__ float4 stage[TILE / 4];     // warp w: slots w * 8 * ITEMS .. (w + 1) * 8 * ITEMS - 1
     __shared__ typename TileScan::TempStorage tmp_scan;
 #endif
     const long long tile = blockIdx.x;
@@ -159,13 +261,18 @@ scan_lookback(const float* __restrict__ x, float* __restrict__ y, unsigned long 
     const int valid = (int)(n - base < TILE ? n - base : TILE);
     float v[ITEMS];
 #if LOAD == 0
+#if CACHE
+    const StreamingX x_in{x + base};
+#else
+    const float* x_in = x + base;
+#endif
     if (valid == TILE)
-        TileLoad(tmp.load).Load(x + base, v);
+        TileLoad(tmp.load).Load(x_in, v);
     else
-        TileLoad(tmp.load).Load(x + base, v, valid, 0.0f);
+        TileLoad(tmp.load).Load(x_in, v, valid, 0.0f);
     __syncthreads();
     TileScan scan(tmp.scan);
-#else
+#elif LOAD == 1
     {
         const int first = threadIdx.x * ITEMS;
         const float* src = x + base + first;
@@ -174,16 +281,54 @@ scan_lookback(const float* __restrict__ x, float* __restrict__ y, unsigned long 
                 const float4* src4 = reinterpret_cast<const float4*>(src);
 #pragma unroll
                 for (int j = 0; j < ITEMS / 4; ++j) {
-                    const float4 q = src4[j];
+                    const float4 q = load_x(src4 + j);
                     v[4 * j] = q.x; v[4 * j + 1] = q.y; v[4 * j + 2] = q.z; v[4 * j + 3] = q.w;
                 }
             } else {
 #pragma unroll
-                for (int i = 0; i < ITEMS; ++i) v[i] = src[i];
+                for (int i = 0; i < ITEMS; ++i) v[i] = load_x(src + i);
             }
         } else {
 #pragma unroll
-            for (int i = 0; i < ITEMS; ++i) v[i] = first + i < valid ? src[i] : 0.0f;
+            for (int i = 0; i < ITEMS; ++i) v[i] = first + i < valid ? load_x(src + i) : 0.0f;
+        }
+    }
+    TileScan scan(tmp_scan);
+#else
+    {
+        // The warp's segment: elements seg_first .. seg_first + 32 * ITEMS - 1 of the tile, i.e.
+        // those of its 32 threads in the blocked arrangement; only this warp touches its slots.
+        const int lane = threadIdx.x & 31;
+        const int seg_first = (threadIdx.x >> 5) * (32 * ITEMS);
+        const int seg_valid = valid - seg_first;    // its elements below n (<= 0: none)
+        float4* seg = stage + seg_first / 4;
+        float* seg_f = reinterpret_cast<float*>(seg);
+        if (valid == TILE && VEC_X) {
+            const float4* src = reinterpret_cast<const float4*>(x + base + seg_first);
+            float4 r[ITEMS / 4];
+#pragma unroll
+            for (int k = 0; k < ITEMS / 4; ++k) r[k] = load_x(src + lane + 32 * k);
+#pragma unroll
+            for (int k = 0; k < ITEMS / 4; ++k) seg[slot(lane + 32 * k)] = r[k];
+        } else {                                     // scalar, still striped (coalesced)
+            const float* src = x + base + seg_first;
+            float r[ITEMS];
+#pragma unroll
+            for (int m = 0; m < ITEMS; ++m) {
+                const int e = lane + 32 * m;
+                r[m] = (valid == TILE || e < seg_valid) ? load_x(src + e) : 0.0f;
+            }
+#pragma unroll
+            for (int m = 0; m < ITEMS; ++m) {
+                const int e = lane + 32 * m;
+                seg_f[4 * slot(e >> 2) + (e & 3)] = r[m];
+            }
+        }
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < ITEMS / 4; ++j) {       // blocked: the thread's ITEMS consecutive elements
+            const float4 q = seg[slot(lane * (ITEMS / 4) + j)];
+            v[4 * j] = q.x; v[4 * j + 1] = q.y; v[4 * j + 2] = q.z; v[4 * j + 3] = q.w;
         }
     }
     TileScan scan(tmp_scan);
@@ -201,11 +346,16 @@ scan_lookback(const float* __restrict__ x, float* __restrict__ y, unsigned long 
     }
 #if LOAD == 0
     __syncthreads();
-    if (valid == TILE)
-        TileStore(tmp.store).Store(y + base, v);
-    else
-        TileStore(tmp.store).Store(y + base, v, valid);
+#if CACHE
+    const StreamingY y_out{y + base};
 #else
+    float* y_out = y + base;
+#endif
+    if (valid == TILE)
+        TileStore(tmp.store).Store(y_out, v);
+    else
+        TileStore(tmp.store).Store(y_out, v, valid);
+#elif LOAD == 1
     {
         const int first = threadIdx.x * ITEMS;
         float* dst = y + base + first;
@@ -214,15 +364,43 @@ scan_lookback(const float* __restrict__ x, float* __restrict__ y, unsigned long 
                 float4* dst4 = reinterpret_cast<float4*>(dst);
 #pragma unroll
                 for (int j = 0; j < ITEMS / 4; ++j)
-                    dst4[j] = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+                    store_y(dst4 + j, make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]));
             } else {
 #pragma unroll
-                for (int i = 0; i < ITEMS; ++i) dst[i] = v[i];
+                for (int i = 0; i < ITEMS; ++i) store_y(dst + i, v[i]);
             }
         } else {
 #pragma unroll
             for (int i = 0; i < ITEMS; ++i)
-                if (first + i < valid) dst[i] = v[i];
+                if (first + i < valid) store_y(dst + i, v[i]);
+        }
+    }
+#else
+    {
+        // The same segment, from threadIdx.x read again: its addresses are recomputed here rather
+        // than kept live across the scan (THREADS 256, ITEMS 24: 48 registers, not 58).
+        const int t = thread_index_again();
+        const int lane = t & 31;
+        const int seg_first = (t >> 5) * (32 * ITEMS);
+        const int seg_valid = valid - seg_first;
+        float4* seg = stage + seg_first / 4;
+        float* seg_f = reinterpret_cast<float*>(seg);
+        __syncwarp();                               // the warp's reads of its staged x are done
+#pragma unroll
+        for (int j = 0; j < ITEMS / 4; ++j)
+            seg[slot(lane * (ITEMS / 4) + j)] = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+        __syncwarp();
+        if (valid == TILE && VEC_Y) {
+            float4* dst = reinterpret_cast<float4*>(y + base + seg_first);
+#pragma unroll
+            for (int k = 0; k < ITEMS / 4; ++k) store_y(dst + lane + 32 * k, seg[slot(lane + 32 * k)]);
+        } else {
+            float* dst = y + base + seg_first;
+#pragma unroll
+            for (int m = 0; m < ITEMS; ++m) {
+                const int e = lane + 32 * m;
+                if (valid == TILE || e < seg_valid) store_y(dst + e, seg_f[4 * slot(e >> 2) + (e & 3)]);
+            }
         }
     }
 #endif
