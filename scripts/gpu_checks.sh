@@ -11,6 +11,8 @@
 #   scripts/gpu_checks.sh cost         # conv2d cost per candidate, ResNet-50 set: old protocol vs this one
 #   scripts/gpu_checks.sh resume       # SIGKILL a real run mid-generation, then --resume (issue 15)
 #   TASKS="a b" REPEAT=5 scripts/gpu_checks.sh seeds   # every seed of the tasks on fresh input draws
+#   TASKS="a b" BUDGET_S=560 scripts/gpu_checks.sh evolve  # issue 13: a no-LLM evolve run per task
+#                                                          # (pop 16, 5 generations), one after another
 #
 # Lessons of the 2026-11-23 H100 session: a fault in one pytest process makes its CUDA context
 # unusable, so groups run in separate processes; two GPU processes at once perturb the
@@ -106,5 +108,22 @@ for name in os.environ.get("TASKS", "cross_entropy").split():
 print(f"not ok: {bad}")
 EOF
     ;;
-*) echo "unknown step ${1}: tests | adversarial | library | cost | resume | seeds"; exit 2 ;;
+evolve)
+    # one task after another, each started only with at least MIN_S seconds of BUDGET_S left; a run
+    # cut by the budget stops as on Ctrl-C (SIGTERM: summary printed, resumable), and says so
+    deadline=$((SECONDS + ${BUDGET_S:-560}))
+    for t in ${TASKS:?TASKS=\"task ...\" is required}; do
+        left=$((deadline - SECONDS))
+        if [ "$left" -lt "${MIN_S:-150}" ]; then echo "skipped $t: $left s of the budget left"; continue; fi
+        step "evolve $t: pop 16, 5 generations, no LLM ($left s left)"
+        rm -rf "/tmp/evolve_$t"
+        timeout "$left" python3 scripts/evolve.py --task "$t" --pop 16 --gens 5 --set ray.num_gpus=1 \
+            --out "/tmp/evolve_$t" > "$out/evolve_$t.log" 2>&1
+        echo "exit $? after $((SECONDS - deadline + ${BUDGET_S:-560} )) s of the budget"
+        grep -E "^(gen|ended|verdicts)" "$out/evolve_$t.log" | tail -n 8
+        grep -A4 "^ *rank" "$out/evolve_$t.log" | head -n 5
+        cp "/tmp/evolve_$t/best.cu" "$out/best_$t.cu" 2>/dev/null
+    done
+    ;;
+*) echo "unknown step ${1}: tests | sweep | adversarial | library | cost | resume | seeds | evolve"; exit 2 ;;
 esac

@@ -49,13 +49,23 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         {"WARP_ITEMS": "32", "WARPS_PER_BLOCK": "8", "THREADS": "1024", "ITEMS": "16", "VEC": "1"},
         {"WARP_ITEMS": "2", "THREADS": "256", "ITEMS": "4", "SPLIT_COLS": "4096", "VEC": "2"},
     ],
+    # cross_entropy/tiled: the warp-chunk regime with run-time C (4 rows a lane, float4, read-only
+    # loads) and with compile-time C (scalar coalesced loads, one row a lane), the earlier two
+    # settings on the new code (C = 1000 takes the warp-per-row path in all of them)
     ("cross_entropy", "tiled"): [
         {"THREADS": "128", "SMALL_C": "16", "BLOCKS_PER_SM": "2", "VEC": "1"},
-        {"THREADS": "256", "SMALL_C": "64", "BLOCKS_PER_SM": "8", "VEC": "4"},
+        {"THREADS": "256", "SMALL_C": "64", "BLOCKS_PER_SM": "8", "VEC": "4", "ROWS_PER_THREAD": "1"},
+        {"THREADS": "128", "ROWS_PER_THREAD": "4", "FIXED_C": "0", "SMALL_C": "16", "BLOCKS_PER_SM": "8",
+         "VEC": "4", "CACHE": "0"},
+        {"THREADS": "512", "ROWS_PER_THREAD": "1", "FIXED_C": "10", "SMALL_C": "64", "BLOCKS_PER_SM": "2",
+         "VEC": "1", "CACHE": "1"},
     ],
+    # maxpool3d/planes: the scalar-tap regime (0), the register-window regime (1) and the default
+    # band regime (2) at its narrowest band and output groups
     ("maxpool3d", "planes"): [
-        {"THREADS": "64", "ITEMS": "8", "MIN_BLOCKS": "2"},
-        {"THREADS": "512", "ITEMS": "1", "MIN_BLOCKS": "4"},
+        {"REGIME": "0", "THREADS": "64", "ITEMS": "8", "MIN_BLOCKS": "2"},
+        {"REGIME": "1", "THREADS": "128", "ITEMS": "2", "OW_PER_THREAD": "8"},
+        {"REGIME": "2", "THREADS": "512", "ITEMS": "1", "MIN_BLOCKS": "4", "OW_PER_THREAD": "2", "BAND": "4"},
     ],
     # prefix_sum/lookback: LOAD 0 (cub), 1 (direct blocked) and 2 (float4 striped through swizzled
     # shared memory: ITEMS 8, 16, 24 swizzled, 12 not), with and without CACHE (streaming hints)
@@ -76,9 +86,13 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         {"VEC": "1", "ITEMS": "4", "THREADS": "1024", "BLOCKS_PER_SM": "1"},
         {"VEC": "4", "ITEMS": "1", "THREADS": "128", "BLOCKS_PER_SM": "8"},
     ],
+    # linear_regression/gram: the cp.async ring at one stage (load, wait, compute), two stages with
+    # 4-byte copies only, three stages past the 48 KB opt-in, four stages at 180 KB a block
     ("linear_regression", "gram"): [
-        {"VEC": "1", "THREADS": "128", "ROWS_PER_THREAD": "1", "BLOCKS_PER_SM": "4"},
+        {"VEC": "1", "THREADS": "128", "ROWS_PER_THREAD": "1", "BLOCKS_PER_SM": "4", "STAGES": "1"},
         {"VEC": "4", "THREADS": "512", "ROWS_PER_THREAD": "2", "BLOCKS_PER_SM": "1"},
+        {"THREADS": "256", "ROWS_PER_THREAD": "2", "STAGES": "3", "BLOCKS_PER_SM": "2", "VEC": "4"},
+        {"THREADS": "128", "ROWS_PER_THREAD": "4", "STAGES": "2", "BLOCKS_PER_SM": "4", "VEC": "1"},
     ],
     # default: one CTA cached (N <= 32768), a cluster of 8 cached above; these: one CTA for every
     # N (cached, then re-reading x past 49152 keys), and a cluster of 4 (uncached at N = 2^18)

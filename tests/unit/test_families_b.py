@@ -43,6 +43,9 @@ SAMPLE_SEED = 13
 #: combination for each one the default and the random draws miss): the code paths they select.
 COVERED_KNOBS: dict[tuple[str, str], tuple[str, ...]] = {
     ("prefix_sum", "lookback"): ("LOAD", "CACHE"),
+    ("cross_entropy", "tiled"): ("FIXED_C", "VEC"),
+    ("maxpool3d", "planes"): ("REGIME",),
+    ("linear_regression", "gram"): ("STAGES", "VEC"),
 }
 
 Compiled = dict[tuple[str, str], list[tuple[dict[str, str], CompileResult]]]

@@ -1,9 +1,29 @@
-// cross_entropy family: a persistent grid (BLOCKS_PER_SM blocks per SM) with a last-block finish.
-//  - few classes (C <= SMALL_C): a block stages a tile of THREADS rows (THREADS * C contiguous
-//    floats) into shared memory with coalesced float4 loads (scalar head and tail: rows of 10
-//    floats are not 16-byte aligned), then each thread takes one row from shared memory:
-//    max, sum of exp(x - max), loss = (max - x[label]) + log(sum);
-//  - many classes: one warp per row, an online (max, sum of exp) over the row with warp merges.
+// cross_entropy family: warp-staged rows for few classes, one warp per row for many; a persistent
+// grid (at most BLOCKS_PER_SM blocks per SM, clamped to what fits) with a last-block finish.
+//
+// Few classes (C <= SMALL_C), the benchmark regime (C = 10): every warp owns chunks of
+// 32 * ROWS_PER_THREAD consecutive rows (grid-stride over chunks, round robin over all warps).
+//  - A chunk is 32 * ROWS_PER_THREAD * C contiguous floats, so it starts at a multiple of 128
+//    bytes from logits: when logits is 16-byte aligned (checked at run time) and VEC is 4 the
+//    warp reads it with coalesced float4 loads (512 contiguous bytes an instruction: the L1 sees
+//    4 lines per request, where one thread per row with scalar loads, the naive seed, sees up to
+//    32 lines per request and saturates the L1 tag stage near the DRAM rate); otherwise (a
+//    4-byte-aligned buffer, VEC 1, or the last, partial chunk) with coalesced scalar loads.
+//  - All of a lane's loads of a chunk (and its ROWS_PER_THREAD labels, coalesced) are issued
+//    before any is used: ROWS_PER_THREAD * C * 4 bytes in flight per lane (2.5 KB per warp at
+//    C = 10, ROWS_PER_THREAD 2), several times the ~25 KB per SM that keeps HBM3 busy.
+//  - The chunk goes through the warp's own slice of shared memory (only __syncwarp, no block
+//    barrier: warps never wait on each other) and lane l then takes rows l, l + 32, ... of it:
+//    max, sum of exp(x - max), loss = (max - x[label]) + log(sum); x[label] is a shared-memory
+//    read, so a runtime label needs no dynamically indexed register array (no local memory).
+//    When C is a multiple of 4 the slice is skewed by one float every 32 (row reads at stride C
+//    would be 4- to 16-way bank conflicts; skewed at most 2-way); otherwise rows are read
+//    unskewed (odd C: conflict-free; C = 2 mod 4: 2-way, as skewed) and float4 stores stay whole.
+//  - C in 2..FIXED_C is a template parameter (a switch in launch()): every loop is unrolled and
+//    a lane's loads are independent instructions in registers. Other C <= SMALL_C run the same
+//    kernel with a runtime C (loops, unrolled by 4).
+// Many classes (C > SMALL_C): one warp per row, an online (max, sum of exp) over the row with
+// warp merges.
 // Each block writes its partial sum of losses to workspace[block]; the last block to finish
 // (a __device__ counter, zeroed on the stream at the start of each call) sums the partials in a
 // fixed order and writes out[0] = sum / N: deterministic, no float atomics.
@@ -12,23 +32,65 @@
 #include <stdint.h>
 
 #define THREADS 256         // knob: 128 256 512
+#define ROWS_PER_THREAD 2   // knob: 1 2 4
+#define FIXED_C 16          // knob: 0 10 16
 #define SMALL_C 32          // knob: 16 32 64
-#define BLOCKS_PER_SM 4     // knob: 2 4 8
+#define BLOCKS_PER_SM 8     // knob: 2 4 8
 #define VEC 4               // knob: 1 4
-// Knob constraints (evo_fsr/knobs.py): the row tile fits 64 KB of shared memory, and the blocks
+#define CACHE 1             // knob: 0 1
+// THREADS: block size. ROWS_PER_THREAD: rows a lane takes from each chunk (chunk = 32 x that).
+// FIXED_C: classes compiled in (C = 2..FIXED_C; 0: none, every C <= SMALL_C at run time).
+// SMALL_C: the largest C staged through shared memory (larger: one warp per row).
+// BLOCKS_PER_SM: persistent blocks per SM asked for (also __launch_bounds__' minimum, so the
+// register budget is 65536 / (THREADS * BLOCKS_PER_SM)); clamped at run time to what fits.
+// VEC: 4 reads aligned chunks with float4 loads, 1 with scalar loads. CACHE: 1 streams logits and
+// labels (ld.global.cs: read once, evict first), 0 reads them through the read-only path.
+// Defaults: the fastest consistent setting of six timed in one process on an H100 (thirteenth
+// session): 75 % / 71 % of speed-of-light on n_4M / n_3M_odd, 1.17x the naive seed (which reads
+// 66 % / 60 %) and 53x / 50x torch; the previous tiled family read 56 % / 52 %. Three settings
+// with BLOCKS_PER_SM 4 or 4 rows a lane read one shape 2-3x slower in that run, while the launch
+// still queried the device, the counter's address and the occupancy on every call (now cached).
+// Knob constraints (evo_fsr/knobs.py): a block's runtime-C staging slice (33/32 x THREADS x
+// ROWS_PER_THREAD x SMALL_C floats, at most 132 KB) fits an SM's shared memory, and the blocks
 // asked for per SM fit its 2048 threads.
-// constraint: THREADS * SMALL_C <= 16384
+// constraint: THREADS * ROWS_PER_THREAD * SMALL_C <= 32768
 // constraint: THREADS * BLOCKS_PER_SM <= 2048
 
-static_assert(THREADS * SMALL_C <= 16384, "knob constraint: THREADS * SMALL_C <= 16384");
+static_assert(THREADS * ROWS_PER_THREAD * SMALL_C <= 32768,
+              "knob constraint: THREADS * ROWS_PER_THREAD * SMALL_C <= 32768");
 static_assert(THREADS * BLOCKS_PER_SM <= 2048, "knob constraint: THREADS * BLOCKS_PER_SM <= 2048");
 static_assert(THREADS % 32 == 0 && THREADS >= 64 && THREADS <= 1024, "THREADS: a warp multiple, 64..1024");
 static_assert(VEC == 1 || VEC == 4, "VEC must be 1 or 4");
+static_assert(FIXED_C <= SMALL_C, "FIXED_C classes are staged: FIXED_C <= SMALL_C");
+static_assert(ROWS_PER_THREAD >= 1, "ROWS_PER_THREAD >= 1");
 
 #define NWARPS (THREADS / 32)
+#define CHUNK_ROWS (32 * ROWS_PER_THREAD)
 #define WORKSPACE_FLOATS 65536
 
 __device__ unsigned int g_done;          // blocks finished in this call
+
+__device__ __forceinline__ float ldf(const float* p) {
+#if CACHE
+    return __ldcs(p);
+#else
+    return __ldg(p);
+#endif
+}
+__device__ __forceinline__ float4 ldf4(const float4* p) {
+#if CACHE
+    return __ldcs(p);
+#else
+    return __ldg(p);
+#endif
+}
+__device__ __forceinline__ int ldi(const int* p) {
+#if CACHE
+    return __ldcs(p);
+#else
+    return __ldg(p);
+#endif
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -59,22 +121,6 @@ __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
     s = a + b;
 }
 
-// Copy n floats from global src to shared dst (dst + pad is where src[0] lands, pad chosen by
-// the caller so that 16-byte-aligned global vectors land on 16-byte-aligned shared addresses).
-__device__ __forceinline__ void stage(const float* __restrict__ src, float* dst, int n, int head) {
-    const int tid = threadIdx.x;
-    if (VEC == 4 && n > head) {
-        if (tid < head) dst[tid] = __ldg(src + tid);
-        const int nvec = (n - head) / 4;
-        const float4* s4 = reinterpret_cast<const float4*>(src + head);
-        float4* d4 = reinterpret_cast<float4*>(dst + head);
-        for (int j = tid; j < nvec; j += THREADS) d4[j] = __ldg(s4 + j);
-        for (int k = head + 4 * nvec + tid; k < n; k += THREADS) dst[k] = __ldg(src + k);
-    } else {
-        for (int k = tid; k < n; k += THREADS) dst[k] = __ldg(src + k);
-    }
-}
-
 __device__ __forceinline__ void finish(float acc, float* __restrict__ workspace, float* __restrict__ out,
                                        int N, float* sh) {
     __shared__ bool last;
@@ -93,40 +139,126 @@ __device__ __forceinline__ void finish(float acc, float* __restrict__ workspace,
     if (threadIdx.x == 0) out[0] = (float)((double)s / (double)N);
 }
 
-// C <= SMALL_C: tiles of THREADS rows through shared memory, one row per thread.
-__global__ void __launch_bounds__(THREADS)
-ce_tiled(const float* __restrict__ logits, const int* __restrict__ labels, float* __restrict__ out,
-         float* __restrict__ workspace, int N, int C) {
+// Shared-memory floats of one warp's slice for C classes: a chunk plus one skew float per 32,
+// rounded up to a float4 so that every slice starts 16-byte aligned.
+__host__ __device__ __forceinline__ int slice_floats(int C) {
+    return (33 * ROWS_PER_THREAD * C + 3) & ~3;
+}
+
+// Where element k of a chunk lives in the warp's slice.
+__device__ __forceinline__ int at(int k, bool skew) { return skew ? k + (k >> 5) : k; }
+
+// One row (C classes from the slice, element e0 first): its loss.
+template <int CT>
+__device__ __forceinline__ float row_loss(const float* tile, int e0, int C, int lab, bool skew) {
+    float m, s = 0.0f;
+    if constexpr (CT > 0) {
+        float x[CT];
+#pragma unroll
+        for (int c = 0; c < CT; ++c) x[c] = tile[at(e0 + c, skew)];
+        m = x[0];
+#pragma unroll
+        for (int c = 1; c < CT; ++c) m = fmaxf(m, x[c]);
+#pragma unroll
+        for (int c = 0; c < CT; ++c) s += expf(x[c] - m);
+    } else {
+        m = tile[at(e0, skew)];
+        for (int c = 1; c < C; ++c) m = fmaxf(m, tile[at(e0 + c, skew)]);
+#pragma unroll 4
+        for (int c = 0; c < C; ++c) s += expf(tile[at(e0 + c, skew)] - m);
+    }
+    return (m - tile[at(e0 + lab, skew)]) + logf(s);
+}
+
+// C <= SMALL_C: warp-staged chunks of CHUNK_ROWS rows (CT > 0: C = CT compiled in; 0: runtime C).
+template <int CT>
+__global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM)
+ce_rows(const float* __restrict__ logits, const int* __restrict__ labels, float* __restrict__ out,
+        float* __restrict__ workspace, int N, int Crt) {
     extern __shared__ float4 smem4[];
-    float* tile = reinterpret_cast<float*>(smem4);
     __shared__ float sh[NWARPS];
-    const int tid = threadIdx.x;
+    const int C = CT > 0 ? CT : Crt;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float* tile = reinterpret_cast<float*>(smem4) + warp * slice_floats(C);
+    const bool skew = (C & 3) == 0;
+    const bool vec = VEC == 4 && (reinterpret_cast<uintptr_t>(logits) & 15) == 0;
+    const long long nchunks = ((long long)N + CHUNK_ROWS - 1) / CHUNK_ROWS;
     float acc = 0.0f;
-    for (long long t = blockIdx.x; t * THREADS < N; t += gridDim.x) {
-        const long long r0 = t * THREADS;
-        const int nr = (int)(N - r0 < THREADS ? N - r0 : THREADS);
-        const float* src = logits + r0 * C;
-        const int head = (int)((4 - (((uintptr_t)src >> 2) & 3)) & 3);   // floats to a 16-byte boundary
-        const int pad = (4 - head) & 3;                                     // (pad + head) % 4 == 0
-        float* dst = tile + pad;
-        stage(src, dst, nr * C, head);
-        __syncthreads();
-        if (tid < nr) {
-            const float* row = dst + tid * C;
-            float m = row[0];
-            for (int c = 1; c < C; ++c) m = fmaxf(m, row[c]);
-            float s = 0.0f;
-            for (int c = 0; c < C; ++c) s += expf(row[c] - m);
-            const int lab = __ldg(labels + r0 + tid);
-            acc += (m - row[lab]) + logf(s);
+    for (long long ch = (long long)blockIdx.x * NWARPS + warp; ch < nchunks;
+         ch += (long long)gridDim.x * NWARPS) {
+        const long long row0 = ch * CHUNK_ROWS;
+        const int nr = N - row0 < CHUNK_ROWS ? (int)(N - row0) : CHUNK_ROWS;
+        const float* src = logits + row0 * C;
+        const int nf = nr * C;                               // floats in this chunk
+        int lab[ROWS_PER_THREAD];
+#pragma unroll
+        for (int r = 0; r < ROWS_PER_THREAD; ++r)
+            lab[r] = r * 32 + lane < nr ? ldi(labels + row0 + r * 32 + lane) : 0;
+        __syncwarp();                                        // the previous chunk's rows are read
+        if constexpr (CT > 0) {
+            constexpr int NV = 8 * ROWS_PER_THREAD * CT;     // float4s in a full chunk
+            constexpr int PV = (NV + 31) / 32;               // per lane
+            constexpr int NS = ROWS_PER_THREAD * CT;         // floats per lane
+            if (vec && nr == CHUNK_ROWS) {
+                const float4* s4 = reinterpret_cast<const float4*>(src);
+                float4 v[PV];
+#pragma unroll
+                for (int j = 0; j < PV; ++j)
+                    if (NV % 32 == 0 || j * 32 + lane < NV) v[j] = ldf4(s4 + j * 32 + lane);
+#pragma unroll
+                for (int j = 0; j < PV; ++j) {
+                    const int g = j * 32 + lane;
+                    if (NV % 32 == 0 || g < NV) {
+                        if (skew) {
+                            float* d = tile + 4 * g + (g >> 3);      // = at(4g + q) for q < 4
+                            d[0] = v[j].x; d[1] = v[j].y; d[2] = v[j].z; d[3] = v[j].w;
+                        } else {
+                            reinterpret_cast<float4*>(tile)[g] = v[j];
+                        }
+                    }
+                }
+            } else {
+                float v[NS];
+#pragma unroll
+                for (int j = 0; j < NS; ++j) {
+                    const int k = j * 32 + lane;
+                    v[j] = k < nf ? ldf(src + k) : 0.0f;
+                }
+#pragma unroll
+                for (int j = 0; j < NS; ++j) {
+                    const int k = j * 32 + lane;
+                    if (k < nf) tile[at(k, skew)] = v[j];
+                }
+            }
+        } else if (vec && nr == CHUNK_ROWS) {
+            const float4* s4 = reinterpret_cast<const float4*>(src);
+            const int nv = nf >> 2;                          // nf = CHUNK_ROWS * C: a multiple of 4
+#pragma unroll 4
+            for (int g = lane; g < nv; g += 32) {
+                const float4 v = ldf4(s4 + g);
+                if (skew) {
+                    float* d = tile + 4 * g + (g >> 3);
+                    d[0] = v.x; d[1] = v.y; d[2] = v.z; d[3] = v.w;
+                } else {
+                    reinterpret_cast<float4*>(tile)[g] = v;
+                }
+            }
+        } else {
+#pragma unroll 4
+            for (int k = lane; k < nf; k += 32) tile[at(k, skew)] = ldf(src + k);
         }
-        __syncthreads();                   // the tile is overwritten next iteration
+        __syncwarp();                                        // the chunk is in the slice
+#pragma unroll
+        for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+            const int row = r * 32 + lane;
+            if (row < nr) acc += row_loss<CT>(tile, row * C, C, lab[r], skew);
+        }
     }
     finish(acc, workspace, out, N, sh);
 }
 
 // C > SMALL_C: one warp per row (grid-stride over rows by warp).
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM)
 ce_warp(const float* __restrict__ logits, const int* __restrict__ labels, float* __restrict__ out,
         float* __restrict__ workspace, int N, int C) {
     __shared__ float sh[NWARPS];
@@ -142,7 +274,7 @@ ce_warp(const float* __restrict__ logits, const int* __restrict__ labels, float*
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
                 const int k = c + u * 32;
-                v[u] = k < C ? __ldg(row + k) : -INFINITY;
+                v[u] = k < C ? ldf(row + k) : -INFINITY;
                 lm = fmaxf(lm, v[u]);
             }
             float ls = 0.0f;                // lm finite: element c is real
@@ -161,37 +293,108 @@ ce_warp(const float* __restrict__ logits, const int* __restrict__ labels, float*
     finish(acc, workspace, out, N, sh);
 }
 
-static int sm_count() {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 132;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) return 132;
-    return sms;
+// Host-side facts a call needs, cached per device (queried on a device's first call only: a
+// batch of short calls back to back must not wait on the host between launches). Nothing here
+// depends on the inputs.
+struct DeviceInfo {
+    int device = -1, sms = 0;
+    void* done = nullptr;                 // g_done's device address
+};
+
+static cudaError_t device_info(DeviceInfo& info) {
+    static DeviceInfo cached;
+    int dev = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err != cudaSuccess) return err;
+    if (cached.device != dev) {
+        DeviceInfo fresh;
+        if (cudaDeviceGetAttribute(&fresh.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || fresh.sms <= 0)
+            fresh.sms = 132;
+        err = cudaGetSymbolAddress(&fresh.done, g_done);
+        if (err != cudaSuccess) return err;
+        fresh.device = dev;
+        cached = fresh;
+    }
+    info = cached;
+    return cudaSuccess;
+}
+
+// Blocks of `kernel` that fit an SM with `smem` bytes of dynamic shared memory (opted into past
+// 48 KB), cached per kernel (the Tag: one cache per instantiation), device and smem.
+template <typename Tag, typename K>
+static cudaError_t blocks_fit(K kernel, size_t smem, int dev, int& fit) {
+    static int cached_dev = -1, cached_fit = 0;
+    static size_t cached_smem = 0;
+    if (cached_dev == dev && cached_smem == smem) {
+        fit = cached_fit;
+        return cudaSuccess;
+    }
+    if (smem > 48 * 1024) {
+        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err != cudaSuccess) return err;
+    }
+    fit = BLOCKS_PER_SM;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, THREADS, smem) != cudaSuccess || fit < 1) {
+        cudaGetLastError();                          // not left as the call's last error
+        fit = 1;
+    }
+    cached_fit = fit;
+    cached_smem = smem;
+    cached_dev = dev;
+    return cudaSuccess;
+}
+
+// A persistent grid: BLOCKS_PER_SM blocks per SM, or fewer where fewer fit (a second wave of a
+// persistent grid would double the time of its last chunks), and no more than there is work.
+static long long grid_for(const DeviceInfo& info, int fit, long long work_blocks) {
+    if (fit > BLOCKS_PER_SM) fit = BLOCKS_PER_SM;
+    long long grid = (long long)info.sms * fit;
+    if (grid > work_blocks) grid = work_blocks;
+    if (grid > WORKSPACE_FLOATS) grid = WORKSPACE_FLOATS;
+    return grid < 1 ? 1 : grid;
+}
+
+template <int CT> struct RowsTag {};
+struct WarpTag {};
+
+template <int CT>
+static int launch_rows(const DeviceInfo& info, const float* logits, const int* labels, float* out,
+                       float* workspace, int N, int C, cudaStream_t stream) {
+    const size_t smem = (size_t)NWARPS * slice_floats(C) * sizeof(float);
+    int fit = 1;
+    const cudaError_t err = blocks_fit<RowsTag<CT>>(ce_rows<CT>, smem, info.device, fit);
+    if (err != cudaSuccess) return (int)err;
+    const long long chunks = ((long long)N + CHUNK_ROWS - 1) / CHUNK_ROWS;
+    const long long grid = grid_for(info, fit, (chunks + NWARPS - 1) / NWARPS);
+    ce_rows<CT><<<(unsigned)grid, THREADS, smem, stream>>>(logits, labels, out, workspace, N, C);
+    return (int)cudaGetLastError();
+}
+
+// C == K for some K in 2..FIXED_C: that instantiation; otherwise the runtime-C one.
+template <int K>
+static int dispatch_rows(const DeviceInfo& info, const float* logits, const int* labels, float* out,
+                         float* workspace, int N, int C, cudaStream_t stream) {
+    if constexpr (K > FIXED_C) {
+        return launch_rows<0>(info, logits, labels, out, workspace, N, C, stream);
+    } else {
+        if (C == K) return launch_rows<K>(info, logits, labels, out, workspace, N, C, stream);
+        return dispatch_rows<K + 1>(info, logits, labels, out, workspace, N, C, stream);
+    }
 }
 
 extern "C" int launch(const float* logits, const int* labels, float* out, float* workspace, int N,
                       int C, cudaStream_t stream) {
     if (N <= 0 || C <= 0) return 0;
-    void* done = nullptr;
-    cudaError_t err = cudaGetSymbolAddress(&done, g_done);
+    DeviceInfo info;
+    cudaError_t err = device_info(info);
     if (err != cudaSuccess) return (int)err;
-    err = cudaMemsetAsync(done, 0, sizeof(unsigned int), stream);
+    err = cudaMemsetAsync(info.done, 0, sizeof(unsigned int), stream);
     if (err != cudaSuccess) return (int)err;
-    long long grid = (long long)sm_count() * BLOCKS_PER_SM;
-    if (C <= SMALL_C) {
-        const long long tiles = ((long long)N + THREADS - 1) / THREADS;
-        if (grid > tiles) grid = tiles;
-        if (grid > WORKSPACE_FLOATS) grid = WORKSPACE_FLOATS;
-        const size_t smem = ((size_t)THREADS * C + 4) * sizeof(float);
-        if (smem > 48 * 1024) {
-            err = cudaFuncSetAttribute(ce_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-            if (err != cudaSuccess) return (int)err;
-        }
-        ce_tiled<<<(unsigned)grid, THREADS, smem, stream>>>(logits, labels, out, workspace, N, C);
-    } else {
-        const long long need = ((long long)N + NWARPS - 1) / NWARPS;
-        if (grid > need) grid = need;
-        if (grid > WORKSPACE_FLOATS) grid = WORKSPACE_FLOATS;
-        ce_warp<<<(unsigned)grid, THREADS, 0, stream>>>(logits, labels, out, workspace, N, C);
-    }
+    if (C <= SMALL_C) return dispatch_rows<2>(info, logits, labels, out, workspace, N, C, stream);
+    int fit = 1;
+    err = blocks_fit<WarpTag>(ce_warp, 0, info.device, fit);
+    if (err != cudaSuccess) return (int)err;
+    const long long grid = grid_for(info, fit, ((long long)N + NWARPS - 1) / NWARPS);
+    ce_warp<<<(unsigned)grid, THREADS, 0, stream>>>(logits, labels, out, workspace, N, C);
     return (int)cudaGetLastError();
 }

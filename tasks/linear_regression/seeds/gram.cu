@@ -1,10 +1,15 @@
 // linear_regression family: normal equations in one persistent kernel with a last-block solve.
-//  1. A grid of BLOCKS_PER_SM blocks per SM walks tiles of TR = THREADS * ROWS_PER_THREAD rows.
-//     A tile of X (TR * 10 contiguous floats) is staged into shared memory with coalesced float4
-//     loads (a scalar head brings the pointer to 16 bytes; the tile keeps its global alignment in
-//     shared memory), y alongside; each thread then reads whole rows from shared memory (float2
-//     reads: 40-byte rows hit 16 distinct bank pairs per half-warp) and accumulates the 55
-//     upper-triangle Gram entries and 10 entries of X^T y in 65 float32 registers.
+//  1. A persistent grid (SM count x BLOCKS_PER_SM, capped by the occupancy the kernel really gets)
+//     walks tiles of TR = THREADS * ROWS_PER_THREAD rows: block b takes tiles b, b + G, b + 2G...
+//     A tile of X (TR * 10 contiguous floats) and its y are copied global -> shared with cp.async
+//     into a ring of STAGES shared-memory stages: while the block computes tile k, the copies of
+//     tiles k + 1 .. k + STAGES - 1 are in flight (STAGES 1: copy, wait, compute, one tile at a
+//     time). VEC 4: coalesced 16-byte copies, a scalar head bringing the pointer to 16 bytes and a
+//     scalar tail (the tile keeps its global alignment mod 16 in shared memory: X and y may be only
+//     4-byte aligned); VEC 1: 4-byte copies only. Each thread then reads whole rows from shared
+//     memory (float2 reads when rows are 8-byte aligned: 40-byte rows hit 16 distinct bank pairs
+//     per half-warp) and accumulates the 55 upper-triangle Gram entries and 10 entries of X^T y in
+//     65 float32 registers.
 //  2. Each block reduces its 65 sums (warp shuffles, then across warps) into workspace[block*65+e].
 //  3. The last block to finish (a __device__ counter, zeroed on the stream at every call) sums the
 //     partials in double in a fixed order and one warp solves the 10x10 SPD system by Gauss-Jordan
@@ -14,22 +19,40 @@
 
 #define THREADS 256         // knob: 128 256 512
 #define ROWS_PER_THREAD 2   // knob: 1 2 4
+#define STAGES 1            // knob: 1 2 3 4
 #define BLOCKS_PER_SM 2     // knob: 1 2 4
 #define VEC 4               // knob: 1 4
-// Knob constraints (evo_fsr/knobs.py): the staged tile (11 floats per row) fits 48 KB of
-// static shared memory.
-// constraint: THREADS * ROWS_PER_THREAD <= 1024
+// Defaults: STAGES 1 with 2 blocks of 256 threads per SM (22.5 KB each), the fastest of six
+// settings timed in one process on an H100 (thirteenth session, x of torch at n2^22 / 2^24 /
+// 1e7+19: 6.30 / 6.09 / 6.48, 79 % of speed-of-light at 2^24; the previous __ldg staging 4.88 /
+// 4.53 / 4.87, the naive seed 4.86 / 5.61 / 5.64). Deeper rings read slower there (STAGES 4 with
+// 4 blocks of 128: 4.65 / 5.13 / 5.24; STAGES 2: 5.56 / 5.75 / 6.02): two resident blocks already
+// overlap one block's copies with the other's compute, and a deeper ring's per-tile barrier and
+// smaller grid cost more than the extra bytes in flight buy. The search tunes them per GPU.
+// Knob constraints (evo_fsr/knobs.py): the ring of STAGES tiles (11 floats per row) fits one
+// block's dynamic shared memory (4096 rows: 180 KB of the 227 KB an sm_90 block may opt into).
+// constraint: STAGES * THREADS * ROWS_PER_THREAD <= 4096
 
-static_assert(THREADS * ROWS_PER_THREAD <= 1024, "knob constraint: THREADS * ROWS_PER_THREAD <= 1024");
+static_assert(STAGES * THREADS * ROWS_PER_THREAD <= 4096, "knob constraint: STAGES * THREADS * ROWS_PER_THREAD <= 4096");
 static_assert(THREADS % 32 == 0 && THREADS >= 96 && THREADS <= 1024, "THREADS: a warp multiple, 96..1024");
 static_assert(VEC == 1 || VEC == 4, "VEC must be 1 or 4");
 static_assert(ROWS_PER_THREAD >= 1, "ROWS_PER_THREAD must be positive");
+static_assert(STAGES >= 1 && STAGES <= 8, "STAGES must be 1..8");
+static_assert(BLOCKS_PER_SM >= 1, "BLOCKS_PER_SM must be positive");
 
 #define P 10
 #define NE 65                 // 55 Gram entries (j <= k) + 10 right-hand-side entries
 #define TR (THREADS * ROWS_PER_THREAD)
 #define NWARPS (THREADS / 32)
 #define MAX_PARTS 4096        // workspace: 65 * 4096 floats
+// One stage: X tile (TR * 10 floats + up to 3 of alignment pad, rounded to 4), then y (TR + 3,
+// rounded to 4). Both sizes are multiples of 4 floats, so every stage and region starts 16-byte
+// aligned. Tiles start at multiples of TR rows, i.e. of 40 * TR bytes (TR even: a multiple of 16),
+// so every tile of X (and of y, TR a multiple of 4) has the alignment of its base pointer.
+#define XS_FLOATS (TR * P + 4)
+#define STAGE_FLOATS (XS_FLOATS + TR + 4)
+#define SMEM_BYTES (STAGES * STAGE_FLOATS * 4)
+static_assert(TR % 4 == 0, "tiles must keep the base pointers' alignment mod 16");
 
 __device__ unsigned int g_done;          // blocks finished in this call
 
@@ -46,53 +69,82 @@ __device__ __forceinline__ void accumulate(float (&acc)[NE], const float (&r)[P]
     for (int j = 0; j < P; ++j) acc[55 + j] += r[j] * yi;
 }
 
-// Copy n floats from global src to shared dst; src + head is 16-byte aligned and so is dst + head.
-__device__ __forceinline__ void stage(const float* __restrict__ src, float* dst, int n, int head) {
+// cp.async: global -> shared without a register round trip. 16 bytes bypass L1 (.cg); 4 bytes
+// need .ca. The group functions order them per thread; __syncthreads after the wait publishes
+// them to the block.
+__device__ __forceinline__ void cp_async16(float* dst, const float* src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(__cvta_generic_to_global(src)) : "memory");
+}
+__device__ __forceinline__ void cp_async4(float* dst, const float* src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(__cvta_generic_to_global(src)) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// Copy cnt floats from global src to shared dst asynchronously; with VEC 4, src + head and
+// dst + head are 16-byte aligned.
+__device__ __forceinline__ void stage_async(const float* __restrict__ src, float* dst, int cnt, int head) {
     const int tid = threadIdx.x;
-    if (VEC == 4 && n > head) {
-        if (tid < head) dst[tid] = __ldg(src + tid);
-        const int nvec = (n - head) / 4;
-        const float4* s4 = reinterpret_cast<const float4*>(src + head);
-        float4* d4 = reinterpret_cast<float4*>(dst + head);
-        for (int j = tid; j < nvec; j += THREADS) d4[j] = __ldg(s4 + j);
-        for (int k = head + 4 * nvec + tid; k < n; k += THREADS) dst[k] = __ldg(src + k);
+    if (VEC == 4 && cnt > head) {
+        if (tid < head) cp_async4(dst + tid, src + tid);
+        const int nvec = (cnt - head) >> 2;
+        for (int j = tid; j < nvec; j += THREADS) cp_async16(dst + head + 4 * j, src + head + 4 * j);
+        const int k = head + 4 * nvec + tid;                       // at most 3 tail floats
+        if (k < cnt) cp_async4(dst + k, src + k);
     } else {
-        for (int k = tid; k < n; k += THREADS) dst[k] = __ldg(src + k);
+        for (int k = tid; k < cnt; k += THREADS) cp_async4(dst + k, src + k);
     }
 }
+
+// Floats from p to the next 16-byte boundary (0..3), and the shared pad that gives the staged
+// copy the same alignment mod 16.
+__device__ __forceinline__ int head_of(const float* p) { return VEC == 4 ? (int)((4 - (((uintptr_t)p >> 2) & 3)) & 3) : 0; }
 
 __global__ void __launch_bounds__(THREADS)
 lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restrict__ beta,
         float* __restrict__ workspace, long long n) {
-    __shared__ __align__(16) float xs[TR * P + 4];
-    __shared__ float ys[TR];
+    extern __shared__ __align__(16) float smem[];                // STAGES x STAGE_FLOATS
     __shared__ bool last;
-    float* part = xs;                                            // after the tiles: [NE][NWARPS]
-    double* total = reinterpret_cast<double*>(xs);               // after part is consumed
-    static_assert(NE * NWARPS <= TR * P && 2 * NE <= TR * P, "reduction scratch must fit the tile");
+    float* part = smem;                                          // after the tiles: [NE][NWARPS]
+    double* total = reinterpret_cast<double*>(smem);             // after part is consumed
+    static_assert(NE * NWARPS <= TR * P && 2 * NE <= TR * P, "reduction scratch must fit a stage");
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+    const int xhead = head_of(X), yhead = head_of(y);
+    const int xpad = (4 - xhead) & 3, ypad = (4 - yhead) & 3;    // (pad + head) % 4 == 0
+    const long long ntiles = (n + TR - 1) / TR;
+    const long long G = gridDim.x, b = blockIdx.x;
+    const long long mine = b < ntiles ? (ntiles - 1 - b) / G + 1 : 0;   // tiles b, b+G, ...
+
+    // Issue the copies of this block's k-th tile into stage s (no commit).
+    auto issue = [&](long long k, int s) {
+        const long long r0 = (b + k * G) * TR;
+        const int nr = (int)(n - r0 < TR ? n - r0 : TR);
+        float* st = smem + s * STAGE_FLOATS;
+        stage_async(X + r0 * P, st + xpad, nr * P, xhead);
+        stage_async(y + r0, st + XS_FLOATS + ypad, nr, yhead);
+    };
 
     float acc[NE];
 #pragma unroll
     for (int e = 0; e < NE; ++e) acc[e] = 0.0f;
 
-    for (long long t = blockIdx.x; t * TR < n; t += gridDim.x) {
-        const long long r0 = t * TR;
+    // Accumulate this block's k-th tile from stage s.
+    auto compute = [&](long long k, int s) {
+        const long long r0 = (b + k * G) * TR;
         const int nr = (int)(n - r0 < TR ? n - r0 : TR);
-        const float* src = X + r0 * P;
-        const int head = (int)((4 - (((uintptr_t)src >> 2) & 3)) & 3);
-        const int pad = VEC == 4 ? (4 - head) & 3 : 0;          // (pad + head) % 4 == 0
-        float* tile = xs + pad;
-        stage(src, tile, nr * P, head);
-        for (int k = tid; k < nr; k += THREADS) ys[k] = __ldg(y + r0 + k);
-        __syncthreads();
+        const float* tile = smem + s * STAGE_FLOATS + xpad;
+        const float* ys = smem + s * STAGE_FLOATS + XS_FLOATS + ypad;
 #pragma unroll
         for (int rr = 0; rr < ROWS_PER_THREAD; ++rr) {
             const int row = rr * THREADS + tid;
             if (row < nr) {
                 float r[P];
                 const float* p = tile + row * P;
-                if ((pad & 1) == 0) {                            // 8-byte aligned rows
+                if ((xpad & 1) == 0) {                           // 8-byte aligned rows
 #pragma unroll
                     for (int j = 0; j < P; j += 2) {
                         const float2 q = *reinterpret_cast<const float2*>(p + j);
@@ -106,8 +158,37 @@ lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restr
                 accumulate(acc, r, ys[row]);
             }
         }
-        __syncthreads();                                         // the tile is overwritten next
+    };
+
+#if STAGES == 1
+    for (long long k = 0; k < mine; ++k) {
+        if (k > 0) __syncthreads();                              // the stage is overwritten next
+        issue(k, 0);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        compute(k, 0);
     }
+#else
+    // Prologue: tiles 0 .. STAGES-2 in flight (one commit group each, empty past the last tile).
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < mine) issue(s, s);
+        cp_async_commit();
+    }
+    int cs = 0;                                                  // stage of tile k
+    for (long long k = 0; k < mine; ++k) {
+        cp_async_wait<STAGES - 2>();                             // this thread's copies of tile k
+        __syncthreads();                                         // everyone's; tile k-1 consumed
+        const int ns = cs == 0 ? STAGES - 1 : cs - 1;            // (k + STAGES - 1) % STAGES: tile k-1's
+        if (k + STAGES - 1 < mine) issue(k + STAGES - 1, ns);
+        cp_async_commit();
+        compute(k, cs);
+        cs = cs == STAGES - 1 ? 0 : cs + 1;
+    }
+    cp_async_wait<0>();                                          // only empty groups remain
+#endif
+    __syncthreads();                                             // the stages become scratch
 
     // Block reduction of the 65 sums.
 #pragma unroll
@@ -134,7 +215,7 @@ lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restr
     const int parts = (int)gridDim.x;
     for (int e = warp; e < NE; e += NWARPS) {
         double s = 0.0;
-        for (int b = lane; b < parts; b += 32) s += (double)__ldcg(workspace + (long long)b * NE + e);
+        for (int q = lane; q < parts; q += 32) s += (double)__ldcg(workspace + (long long)q * NE + e);
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
         if (lane == 0) total[e] = s;
@@ -168,27 +249,62 @@ lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restr
     if (lane < P) beta[lane] = (float)(c / diag);
 }
 
-static int sm_count() {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 132;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) return 132;
-    return sms;
+// Per device (cached): the SM count, the counter's address, and how many blocks of lr_gram fit
+// an SM with its shared-memory ring (opted into past 48 KB once).
+struct LaunchInfo {
+    int device = -1, sms = 0, fit = 0;
+    void* done = nullptr;
+};
+
+static cudaError_t launch_info(LaunchInfo& info) {
+    static LaunchInfo cached;
+    int dev = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err != cudaSuccess) return err;
+    if (cached.device == dev) {
+        info = cached;
+        return cudaSuccess;
+    }
+    LaunchInfo fresh;
+    fresh.device = dev;
+    if (cudaDeviceGetAttribute(&fresh.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || fresh.sms <= 0)
+        fresh.sms = 132;
+    err = cudaGetSymbolAddress(&fresh.done, g_done);
+    if (err != cudaSuccess) return err;
+    if (SMEM_BYTES > 48 * 1024) {
+        err = cudaFuncSetAttribute(lr_gram, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+        if (err != cudaSuccess) return err;
+        if (cudaFuncSetAttribute(lr_gram, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+            cudaGetLastError();                                  // optional: not left as the last error
+    }
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fresh.fit, lr_gram, THREADS, SMEM_BYTES) != cudaSuccess) {
+        cudaGetLastError();
+        fresh.fit = BLOCKS_PER_SM;
+    }
+    if (fresh.fit <= 0) fresh.fit = 1;
+    cached.sms = fresh.sms;
+    cached.fit = fresh.fit;
+    cached.done = fresh.done;
+    cached.device = dev;                                         // last: marks the entry filled
+    info = fresh;
+    return cudaSuccess;
 }
 
 extern "C" int launch(const float* X, const float* y, float* beta, float* workspace, int n,
                       cudaStream_t stream) {
     const long long rows = n;
     if (rows <= 0) return 0;
-    void* done = nullptr;
-    cudaError_t err = cudaGetSymbolAddress(&done, g_done);
+    LaunchInfo info;
+    cudaError_t err = launch_info(info);
     if (err != cudaSuccess) return (int)err;
-    err = cudaMemsetAsync(done, 0, sizeof(unsigned int), stream);
+    err = cudaMemsetAsync(info.done, 0, sizeof(unsigned int), stream);
     if (err != cudaSuccess) return (int)err;
     long long grid = (rows + TR - 1) / TR;
-    const long long cap = (long long)sm_count() * BLOCKS_PER_SM;
+    const long long cap = (long long)info.sms * (BLOCKS_PER_SM < info.fit ? BLOCKS_PER_SM : info.fit);
     if (grid > cap) grid = cap;
     if (grid > MAX_PARTS) grid = MAX_PARTS;
     if (grid < 1) grid = 1;
-    lr_gram<<<(unsigned)grid, THREADS, 0, stream>>>(X, y, beta, workspace, rows);
+    lr_gram<<<(unsigned)grid, THREADS, SMEM_BYTES, stream>>>(X, y, beta, workspace, rows);
     return (int)cudaGetLastError();
 }
