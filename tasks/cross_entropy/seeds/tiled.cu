@@ -70,21 +70,9 @@ static_assert(ROWS_PER_THREAD >= 1, "ROWS_PER_THREAD >= 1");
 
 __device__ unsigned int g_done;          // blocks finished in this call
 
-__device__ __forceinline__ float ldf(const float* p) {
-#if CACHE
-    return __ldcs(p);
-#else
-    return __ldg(p);
-#endif
-}
-__device__ __forceinline__ float4 ldf4(const float4* p) {
-#if CACHE
-    return __ldcs(p);
-#else
-    return __ldg(p);
-#endif
-}
-__device__ __forceinline__ int ldi(const int* p) {
+// One global load of a float, float4 or int: streaming (CACHE 1) or through the read-only path.
+template <typename T>
+__device__ __forceinline__ T ld(const T* p) {
 #if CACHE
     return __ldcs(p);
 #else
@@ -193,7 +181,7 @@ ce_rows(const float* __restrict__ logits, const int* __restrict__ labels, float*
         int lab[ROWS_PER_THREAD];
 #pragma unroll
         for (int r = 0; r < ROWS_PER_THREAD; ++r)
-            lab[r] = r * 32 + lane < nr ? ldi(labels + row0 + r * 32 + lane) : 0;
+            lab[r] = r * 32 + lane < nr ? ld(labels + row0 + r * 32 + lane) : 0;
         __syncwarp();                                        // the previous chunk's rows are read
         if constexpr (CT > 0) {
             constexpr int NV = 8 * ROWS_PER_THREAD * CT;     // float4s in a full chunk
@@ -204,7 +192,7 @@ ce_rows(const float* __restrict__ logits, const int* __restrict__ labels, float*
                 float4 v[PV];
 #pragma unroll
                 for (int j = 0; j < PV; ++j)
-                    if (NV % 32 == 0 || j * 32 + lane < NV) v[j] = ldf4(s4 + j * 32 + lane);
+                    if (NV % 32 == 0 || j * 32 + lane < NV) v[j] = ld(s4 + j * 32 + lane);
 #pragma unroll
                 for (int j = 0; j < PV; ++j) {
                     const int g = j * 32 + lane;
@@ -222,7 +210,7 @@ ce_rows(const float* __restrict__ logits, const int* __restrict__ labels, float*
 #pragma unroll
                 for (int j = 0; j < NS; ++j) {
                     const int k = j * 32 + lane;
-                    v[j] = k < nf ? ldf(src + k) : 0.0f;
+                    v[j] = k < nf ? ld(src + k) : 0.0f;
                 }
 #pragma unroll
                 for (int j = 0; j < NS; ++j) {
@@ -235,7 +223,7 @@ ce_rows(const float* __restrict__ logits, const int* __restrict__ labels, float*
             const int nv = nf >> 2;                          // nf = CHUNK_ROWS * C: a multiple of 4
 #pragma unroll 4
             for (int g = lane; g < nv; g += 32) {
-                const float4 v = ldf4(s4 + g);
+                const float4 v = ld(s4 + g);
                 if (skew) {
                     float* d = tile + 4 * g + (g >> 3);
                     d[0] = v.x; d[1] = v.y; d[2] = v.z; d[3] = v.w;
@@ -245,7 +233,7 @@ ce_rows(const float* __restrict__ logits, const int* __restrict__ labels, float*
             }
         } else {
 #pragma unroll 4
-            for (int k = lane; k < nf; k += 32) tile[at(k, skew)] = ldf(src + k);
+            for (int k = lane; k < nf; k += 32) tile[at(k, skew)] = ld(src + k);
         }
         __syncwarp();                                        // the chunk is in the slice
 #pragma unroll
@@ -274,7 +262,7 @@ ce_warp(const float* __restrict__ logits, const int* __restrict__ labels, float*
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
                 const int k = c + u * 32;
-                v[u] = k < C ? ldf(row + k) : -INFINITY;
+                v[u] = k < C ? ld(row + k) : -INFINITY;
                 lm = fmaxf(lm, v[u]);
             }
             float ls = 0.0f;                // lm finite: element c is real

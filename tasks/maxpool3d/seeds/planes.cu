@@ -70,8 +70,12 @@ static_assert(BAND >= 1, "BAND must be positive");
 #define TILE_SMEM_MAX (48 * 1024)   // shared bytes a regime 2 block may take (no opt-in needed)
 #define TILE_OFF 4                  // tile column of w = 0 (column 3 is the -inf left border)
 
-struct Geometry {
+// Input and output extents, shared by every regime's launch parameters.
+struct Shape {
     int D, H, W, OD, OH, OW;
+};
+
+struct Geometry : Shape {
     long long planes;        // N * C * OD
 };
 
@@ -201,8 +205,7 @@ __device__ __forceinline__ float4 vmax(float4 a, float4 b) {
 #define OWP OW_PER_THREAD
 #define SPAN (2 * OWP + 5)   // input positions w = 2*ow0 - 1 .. 2*ow0 + 2*OWP + 3
 
-struct SpanGeometry {
-    int D, H, W, OD, OH, OW;
+struct SpanGeometry : Shape {
     int groups_per_row;      // NG = ceil(OW / OWP)
     int groups_per_plane;    // OH * NG
     int total;               // planes * OH * NG (< 2^31, checked at launch)
@@ -372,8 +375,7 @@ __global__ void BOUNDS maxpool3d_spans(const float* __restrict__ x, float* __res
 
 // ---------------------------------------------------------------------------------------------
 #if REGIME == 2
-struct TileGeometry {
-    int D, H, W, OD, OH, OW;
+struct TileGeometry : Shape {
     int rows;                // output rows per band (R)
     int bands;               // bands per plane (NB)
     int pitch;               // tile row pitch in floats (a multiple of 4)
@@ -507,12 +509,7 @@ extern "C" int launch(const float* x, float* y, int N, int C, int D, int H, int 
 #if REGIME == 1
     {
         SpanGeometry s;
-        s.D = D;
-        s.H = H;
-        s.W = W;
-        s.OD = g.OD;
-        s.OH = g.OH;
-        s.OW = g.OW;
+        static_cast<Shape&>(s) = g;
         s.groups_per_row = (g.OW + OWP - 1) / OWP;
         const long long per_plane = (long long)g.OH * s.groups_per_row;
         const long long total = g.planes * per_plane;
@@ -530,12 +527,7 @@ extern "C" int launch(const float* x, float* y, int N, int C, int D, int H, int 
 #elif REGIME == 2
     {
         TileGeometry t;
-        t.D = D;
-        t.H = H;
-        t.W = W;
-        t.OD = g.OD;
-        t.OH = g.OH;
-        t.OW = g.OW;
+        static_cast<Shape&>(t) = g;
         t.pitch = (TILE_OFF + W + 1 + 3) / 4 * 4;
         int rows = g.OH < BAND ? g.OH : BAND;
         const long long fit = ((long long)TILE_SMEM_MAX / (4LL * t.pitch) - 5) / 2;   // rows that fit
