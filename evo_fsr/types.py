@@ -254,6 +254,7 @@ class GpuInfo:
     memory_bandwidth_gbps: float     # measured device-to-device copy, bytes read + written
     fp32_peak_tflops: float          # SMs x clock x 128 FMA x 2 (CUDA cores)
     tensor_peak_tflops: float = 0.0  # dense tf32 / fp16 tensor-core peak, used by non-strict policies
+    memory_roof_gbps: float = 0.0    # datasheet HBM bandwidth of a recognised part; 0: not known
     extra: tuple[tuple[str, str], ...] = field(default=())
 
     @property

@@ -2,8 +2,8 @@
 
 Preset numbers come from NVIDIA datasheets (SXM parts), not measurements.  ``GpuInfo`` holds
 a measured device-to-device copy bandwidth; for presets it is estimated as 90% of the
-datasheet HBM figure (3.35 TB/s on H100, 4.8 TB/s on H200), the ratio the speed-of-light floor
-assumes (verdict/profile.py COPY_EFFICIENCY).
+datasheet HBM figure (3.35 TB/s on H100, 4.8 TB/s on H200, verdict/profile.py COPY_EFFICIENCY),
+and the datasheet figure itself is the roof the speed-of-light floor uses (``memory_roof_gbps``).
 """
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ PRESETS: dict[str, GpuInfo] = {
     "h100": GpuInfo(name="NVIDIA H100 80GB HBM3 (preset: datasheet values, not measured)", compute_capability="9.0",
                     sm_count=132, shared_memory_per_block_bytes=49152,
                     shared_memory_per_block_optin_bytes=232448, registers_per_block=65536,
-                    l2_cache_bytes=50 * 2**20, memory_bandwidth_gbps=3015.0, fp32_peak_tflops=66.9,
-                    tensor_peak_tflops=494.7),
+                    l2_cache_bytes=50 * 2**20, memory_bandwidth_gbps=3015.0, memory_roof_gbps=3350.0,
+                    fp32_peak_tflops=66.9, tensor_peak_tflops=494.7),
     "h200": GpuInfo(name="NVIDIA H200 141GB HBM3e (preset: datasheet values, not measured)", compute_capability="9.0",
                     sm_count=132, shared_memory_per_block_bytes=49152,
                     shared_memory_per_block_optin_bytes=232448, registers_per_block=65536,
-                    l2_cache_bytes=50 * 2**20, memory_bandwidth_gbps=4320.0, fp32_peak_tflops=66.9,
-                    tensor_peak_tflops=494.7),
+                    l2_cache_bytes=50 * 2**20, memory_bandwidth_gbps=4320.0, memory_roof_gbps=4800.0,
+                    fp32_peak_tflops=66.9, tensor_peak_tflops=494.7),
 }
 
 

@@ -1,4 +1,5 @@
-"""GpuInfo from the runner's probe: properties read off the device, bandwidth measured.
+"""GpuInfo from the runner's probe: properties read off the device, bandwidth measured, the HBM
+roof by datasheet where the part is recognised.
 
 Also the two facts the trusted side can learn without starting a runner: whether a CUDA driver
 is installed at all (``driver_missing``), and the GPU's free memory (``free_memory_bytes``).
@@ -36,6 +37,26 @@ DEFAULT_FP32_LANES_PER_SM = 128
 #: Dense tensor-core fp16 rate per SM per clock (FLOP), by compute capability major version.
 _TENSOR_FP16_FLOP_PER_SM_CLOCK = {7: 1024, 8: 2048, 9: 4096, 10: 8192, 12: 4096}
 
+#: HBM bandwidth by datasheet (GB/s, NVIDIA's product pages), by a fragment of the device name,
+#: the first match winning (so "GH200" before "H200", "H100 NVL" before "H100").  The speed-of-
+#: light floor takes the higher of this and the measured copy / 0.9 (verdict/profile.py), so a
+#: part faster than its name suggests is never held to the lower figure.
+DATASHEET_MEMORY_ROOF_GBPS: tuple[tuple[str, float], ...] = (
+    ("GH200", 4900.0),          # 144 GB HBM3e (the 96 GB HBM3 part: 4000)
+    ("H200", 4800.0),           # SXM and NVL
+    ("H100 NVL", 3900.0),
+    ("H100 PCIe", 2000.0),
+    ("H100", 3350.0),           # SXM5, "NVIDIA H100 80GB HBM3"
+    ("H800", 3350.0),
+    ("A100-SXM4-80GB", 2039.0),
+    ("A100 80GB PCIe", 1935.0),
+    ("A100-PCIE-80GB", 1935.0),
+    ("A100", 1555.0),           # 40 GB
+    ("GB200", 8000.0),
+    ("B200", 8000.0),
+    ("L40S", 864.0),
+)
+
 #: The CUDA driver library every CUDA program loads; its absence means no NVIDIA driver.
 DRIVER_LIBRARY = "libcuda.so.1"
 
@@ -48,6 +69,14 @@ def fp32_lanes_per_sm(major: int, minor: int) -> int:
                     major, minor, DEFAULT_FP32_LANES_PER_SM)
         return DEFAULT_FP32_LANES_PER_SM
     return lanes
+
+
+def datasheet_memory_roof_gbps(name: str) -> float:
+    """The datasheet HBM bandwidth of the part named ``name``, 0.0 when it is not in the table."""
+    for fragment, gbps in DATASHEET_MEMORY_ROOF_GBPS:
+        if fragment.lower() in name.lower():
+            return gbps
+    return 0.0
 
 
 def gpu_info_from_probe(probe: Mapping[str, Any]) -> GpuInfo:
@@ -63,6 +92,7 @@ def gpu_info_from_probe(probe: Mapping[str, Any]) -> GpuInfo:
         l2_cache_bytes=int(probe["l2_cache_size"]),
         memory_bandwidth_gbps=float(probe["copy_bandwidth_gbps"]),
         fp32_peak_tflops=fp32, tensor_peak_tflops=tensor,
+        memory_roof_gbps=datasheet_memory_roof_gbps(str(probe["name"])),
         extra=(("clock_mhz", f"{clock_hz / 1e6:.0f}"),),
     )
 

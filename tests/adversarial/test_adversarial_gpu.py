@@ -163,6 +163,7 @@ def test_under_floor_flag_with_an_impossible_floor() -> None:
     ev = Evaluator("conv2d", replace(CONFIG, max_trials=5, min_trials=3))
     gpu = ev.gpu_info
     ev._gpu = replace(gpu, fp32_peak_tflops=gpu.fp32_peak_tflops / 1000,
-                      memory_bandwidth_gbps=gpu.memory_bandwidth_gbps / 1000)
+                      memory_bandwidth_gbps=gpu.memory_bandwidth_gbps / 1000,
+                      memory_roof_gbps=gpu.memory_roof_gbps / 1000)
     result = ev.evaluate(Candidate(task="conv2d", source=adv.good_kernel()))
     assert result.status is Status.FLAGGED and result.rejection == "flagged:under-floor", result.summary

@@ -186,6 +186,11 @@ def test_fp32_peak_by_compute_capability(cc: tuple[int, int], lanes: int) -> Non
     assert info.fp32_peak_tflops == pytest.approx(100 * 1e9 * lanes * 2 / 1e12)   # 100 SMs at 1 GHz
 
 
+def test_probe_carries_the_datasheet_roof() -> None:
+    assert gpu.gpu_info_from_probe({**_probe(9, 0), "name": "NVIDIA H200"}).memory_roof_gbps == 4800.0
+    assert gpu.gpu_info_from_probe(_probe(9, 0)).memory_roof_gbps == 0.0      # "test": not recognised
+
+
 def test_fp32_table_documents_its_source() -> None:
     assert "Arithmetic Instructions" in (gpu.__doc__ or "") + open(gpu.__file__).read()
     assert gpu.fp32_lanes_per_sm(99, 0) == gpu.DEFAULT_FP32_LANES_PER_SM

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from evo_fsr.verdict.profile import (CallTimes, Calibration, batch_size, charged, credited_ms, speed_of_light_ms,
-                                     summarise, time_shape)
+from evo_fsr.verdict import gpu as gpu_module
+from evo_fsr.verdict.profile import (CallTimes, Calibration, batch_size, charged, credited_ms, memory_roof_gbps,
+                                     speed_of_light_ms, summarise, time_shape)
 from evo_fsr.tasks import PRECISION_POLICIES
 from evo_fsr.types import EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
 from evo_fsr.verdict.validate import check_outputs, compare_inputs_unchanged, compare_output
@@ -82,7 +84,7 @@ GPU = GpuInfo(name="Test GPU", compute_capability="9.0", sm_count=132, shared_me
 
 def test_speed_of_light_floor_is_the_larger_of_memory_and_compute() -> None:
     mem = speed_of_light_ms(flops=0, nbytes=3e9, gpu=GPU, precision="fp32_strict")
-    assert mem == pytest.approx(0.9, rel=1e-6)     # 3 GB at 3000 GB/s / 0.9 efficiency
+    assert mem == pytest.approx(0.8, rel=1e-6)     # 3 GB at 3000 GB/s / 0.8 (a part with no datasheet roof)
     comp = speed_of_light_ms(flops=60e9, nbytes=0, gpu=GPU, precision="fp32_strict")
     assert comp == pytest.approx(1.0)
     assert speed_of_light_ms(flops=60e9, nbytes=0, gpu=GPU, precision="fp16") < comp
@@ -398,3 +400,40 @@ def test_claims_set_aside_are_not_judged_against_the_colder_baseline_windows() -
     timed = time_shape(rounds, pool)
     assert timed.strict
     assert timed.calibration.overhead_ms == pytest.approx(Calibration.of(pool).overhead_ms)
+
+
+# -- the memory roof of the floor ------------------------------------------------------------
+def test_floor_uses_the_datasheet_roof_where_known() -> None:
+    known = replace(GPU, memory_roof_gbps=3350.0)
+    assert memory_roof_gbps(known) == 3350.0        # above 3000 / 0.9
+    assert speed_of_light_ms(flops=0, nbytes=3.35e9, gpu=known, precision="fp32_strict") == pytest.approx(1.0)
+    faster = replace(GPU, memory_bandwidth_gbps=3600.0, memory_roof_gbps=3350.0)
+    assert memory_roof_gbps(faster) == pytest.approx(4000.0)   # a faster part under a matching name: copy / 0.9
+    assert memory_roof_gbps(GPU) == pytest.approx(3750.0)      # no roof known: copy / 0.8
+
+
+def test_a_read_only_kernel_at_the_h200_roof_is_not_under_the_floor() -> None:
+    """What an H200 measured on 2026-11-24: the evaluator's probe copied at about 4.07 TB/s, and
+    dot_product's persistent seed (THREADS 1024, VEC 4, ITEMS 2) was credited 0.1769 ms on N =
+    1e8 + 7, 4.52 TB/s of reads.  The old floor (copy / 0.9 = 0.1770 ms) flagged it; with the
+    datasheet roof (4.8 TB/s) the floor is 0.1667 ms.  A time 10 % under the roof is still flagged."""
+    h200 = replace(GPU, name="NVIDIA H200", memory_bandwidth_gbps=4070.0,
+                   memory_roof_gbps=gpu_module.datasheet_memory_roof_gbps("NVIDIA H200"))
+    nbytes = 2 * 4 * (10**8 + 7) + 4
+    floor = speed_of_light_ms(flops=2 * (10**8 + 7), nbytes=nbytes, gpu=h200, precision="fp32_strict")
+    assert floor == pytest.approx(nbytes / 4.8e12 * 1e3)
+    honest = [CallTimes(0.1769, 0.1770, 0.18, 0.1769 + 0.07) for _ in range(8)]
+    forged = [CallTimes(0.9 * floor, 0.9 * floor, 0.2, 0.9 * floor + 0.07) for _ in range(8)]   # window agrees
+    baseline = [CallTimes(0.2, 0.2001, 0.21, 0.27) for _ in range(8)]
+    cal = Calibration(gap_ms=0.0001, overhead_ms=0.07, spread_ms=0.001, calls=8)
+    assert not summarise("1e8+7", honest, baseline, cal, 0.2, floor).flags
+    assert summarise("1e8+7", forged, baseline, cal, 0.2, floor).flags
+
+
+@pytest.mark.parametrize("name, gbps", [("NVIDIA H100 80GB HBM3", 3350.0), ("NVIDIA H200", 4800.0),
+                                        ("NVIDIA GH200 480GB", 4900.0), ("NVIDIA H100 NVL", 3900.0),
+                                        ("NVIDIA H100 PCIe", 2000.0), ("NVIDIA A100-SXM4-80GB", 2039.0),
+                                        ("NVIDIA A100-SXM4-40GB", 1555.0), ("Tesla V100-SXM2-16GB", 0.0),
+                                        ("test", 0.0)])
+def test_datasheet_roofs_by_name(name: str, gbps: float) -> None:
+    assert gpu_module.datasheet_memory_roof_gbps(name) == gbps
