@@ -48,8 +48,11 @@ def speed_line(result: EvalResult, library_ms: dict[str, float | None] | None = 
 
 
 def shape_cells(timing: ShapeTiming, library_ms: float | None = None) -> str:
-    """``conv2_x 4.30x naive, 0.25x lib``."""
-    return f"{timing.shape_label} {timing.speedup:.2f}x naive, {ratio(of_library(timing, library_ms))} lib"
+    """``conv2_x 4.30x naive, 0.25x lib, 61.2% SOL`` (no SOL where the floor is not known)."""
+    cells = f"{timing.shape_label} {timing.speedup:.2f}x naive, {ratio(of_library(timing, library_ms))} lib"
+    if timing.speed_of_light_ms > 0 and timing.median_ms > 0:
+        cells += f", {100 * timing.fraction_of_light:.3g}% SOL"
+    return cells
 
 
 def speed_cell(result: EvalResult | None) -> str:

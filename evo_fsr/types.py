@@ -266,4 +266,5 @@ class GpuInfo:
                 f"{self.shared_memory_per_block_optin_bytes // 1024} KiB shared memory per block opt-in, "
                 f"{self.registers_per_block} registers per block, {self.l2_cache_bytes // 2**20} MiB L2, "
                 f"~{self.memory_bandwidth_gbps:.0f} GB/s measured bandwidth, "
-                f"{self.fp32_peak_tflops:.1f} TFLOP/s fp32 peak)")
+                + (f"{self.memory_roof_gbps:.0f} GB/s HBM roof by datasheet, " if self.memory_roof_gbps > 0 else "")
+                + f"{self.fp32_peak_tflops:.1f} TFLOP/s fp32 peak)")

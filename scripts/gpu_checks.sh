@@ -12,7 +12,9 @@
 #   scripts/gpu_checks.sh resume       # SIGKILL a real run mid-generation, then --resume (issue 15)
 #   TASKS="a b" REPEAT=5 scripts/gpu_checks.sh seeds   # every seed of the tasks on fresh input draws
 #   TASKS="a b" BUDGET_S=560 scripts/gpu_checks.sh evolve  # issue 13: a no-LLM evolve run per task
-#                                                          # (pop 16, 5 generations), one after another
+#                                                          # (pop 16, 5 generations), one after another;
+#                                                          # RESUME=1: resume a run cut by an earlier call
+#                                                          # on the same (still warm) machine
 #
 # Lessons of the 2026-11-23 H100 session: a fault in one pytest process makes its CUDA context
 # unusable, so groups run in separate processes; two GPU processes at once perturb the
@@ -115,10 +117,16 @@ evolve)
     for t in ${TASKS:?TASKS=\"task ...\" is required}; do
         left=$((deadline - SECONDS))
         if [ "$left" -lt "${MIN_S:-150}" ]; then echo "skipped $t: $left s of the budget left"; continue; fi
-        step "evolve $t: pop 16, 5 generations, no LLM ($left s left)"
-        rm -rf "/tmp/evolve_$t"
-        timeout "$left" python3 scripts/evolve.py --task "$t" --pop 16 --gens 5 --set ray.num_gpus=1 \
-            --out "/tmp/evolve_$t" > "$out/evolve_$t.log" 2>&1
+        if [ "${RESUME:-0}" = 1 ] && [ -f "/tmp/evolve_$t/candidates.jsonl" ]; then
+            # a run cut by an earlier call on this machine (its run directory is still here)
+            step "evolve $t: resumed ($left s left)"
+            timeout "$left" python3 scripts/evolve.py --resume "/tmp/evolve_$t" > "$out/evolve_$t.log" 2>&1
+        else
+            step "evolve $t: pop 16, 5 generations, no LLM ($left s left)"
+            rm -rf "/tmp/evolve_$t"
+            timeout "$left" python3 scripts/evolve.py --task "$t" --pop 16 --gens 5 --set ray.num_gpus=1 \
+                --out "/tmp/evolve_$t" > "$out/evolve_$t.log" 2>&1
+        fi
         echo "exit $? after $((SECONDS - deadline + ${BUDGET_S:-560} )) s of the budget"
         grep -E "^(gen|ended|verdicts)" "$out/evolve_$t.log" | tail -n 8
         grep -A4 "^ *rank" "$out/evolve_$t.log" | head -n 5

@@ -30,7 +30,7 @@ def test_speed_line_per_shape_and_geomean() -> None:
     line = report_lines.speed_line(result)
     assert line.startswith(f"{geometric_mean([4.0, 2.0]):.3f}x over naive")
     assert f"{geometric_mean([0.5, 2.0]):.2f}x of library" in line and "2 shapes" in line
-    assert report_lines.shape_cells(result.timings[0]) == "a 4.00x naive, 0.50x lib"
+    assert report_lines.shape_cells(result.timings[0]) == "a 4.00x naive, 0.50x lib, 1% SOL"   # floor 0.01 ms
     assert report_lines.speed_cell(result) == f"{geometric_mean([4.0, 2.0]):.3f}x / 1.00x lib"
     assert report_lines.progress_best(2.83, result) == "2.83x (1.00x lib)"
 
@@ -39,7 +39,9 @@ def test_a_missing_library_figure_is_not_invented() -> None:
     partial = _result(_timing("a", 1.0, 4.0, library_ms=0.5), _timing("b", 2.0, 4.0))
     assert report_lines.geomean_of_library(partial) is None
     assert "library not measured" in report_lines.speed_line(partial)
-    assert report_lines.shape_cells(partial.timings[1]).endswith("- lib")
+    assert report_lines.shape_cells(partial.timings[1]).endswith("- lib, 0.5% SOL")
+    no_floor = replace(partial.timings[1], speed_of_light_ms=0.0)
+    assert report_lines.shape_cells(no_floor).endswith("- lib")
     # a library time measured by the caller fills the gap
     assert report_lines.geomean_of_library(partial, {"b": 4.0}) == pytest.approx(1.0)
     wrong = _result(_timing("a", 1.0, 4.0, library_ms=0.5), status=Status.WRONG)
@@ -50,7 +52,7 @@ def test_best_header_says_both() -> None:
     result = _result(_timing("conv2_x", 0.5, 2.0, library_ms=0.25))
     header = report_lines.best_header("conv2d", "c" * 16, result, "found in generation 3 by knob_mutate")
     assert "4.000x over naive, 0.50x of library" in header and "on GPU X" in header
-    assert "conv2_x 4.00x naive, 0.50x lib" in header and header.endswith("found in generation 3 by knob_mutate")
+    assert "conv2_x 4.00x naive, 0.50x lib, 2% SOL" in header and header.endswith("found in generation 3 by knob_mutate")
 
 
 def test_evaluate_table_shows_library_columns() -> None:

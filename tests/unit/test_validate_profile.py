@@ -422,6 +422,7 @@ def test_a_read_only_kernel_at_the_h200_roof_is_not_under_the_floor() -> None:
     nbytes = 2 * 4 * (10**8 + 7) + 4
     floor = speed_of_light_ms(flops=2 * (10**8 + 7), nbytes=nbytes, gpu=h200, precision="fp32_strict")
     assert floor == pytest.approx(nbytes / 4.8e12 * 1e3)
+    assert "4800 GB/s HBM roof by datasheet" in h200.describe()     # what a prompt tells the model
     honest = [CallTimes(0.1769, 0.1770, 0.18, 0.1769 + 0.07) for _ in range(8)]
     forged = [CallTimes(0.9 * floor, 0.9 * floor, 0.2, 0.9 * floor + 0.07) for _ in range(8)]   # window agrees
     baseline = [CallTimes(0.2, 0.2001, 0.21, 0.27) for _ in range(8)]
