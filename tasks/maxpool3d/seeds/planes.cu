@@ -102,17 +102,47 @@ __device__ __forceinline__ int fdiv(int n, const FastDiv& f) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The maximum over output (od, oh, ow)'s window of plane xc, taps outside the input skipped.
+// Regime 0 passes its constants (kernel 3, stride 2, padding 1, dilation 3), so the loops unroll;
+// the generic kernel passes run-time values.
+__device__ __forceinline__ float window_max(const float* __restrict__ xc, const Geometry& g, int od, int oh, int ow,
+                                            int ks, int st, int pad, int dil) {
+    const long long in_plane = (long long)g.H * g.W;
+    float m = -INFINITY;
+#pragma unroll
+    for (int kd = 0; kd < ks; ++kd) {
+        const int d = od * st - pad + kd * dil;
+        if (d < 0 || d >= g.D) continue;
+#pragma unroll
+        for (int kh = 0; kh < ks; ++kh) {
+            const int h = oh * st - pad + kh * dil;
+            if (h < 0 || h >= g.H) continue;
+            const float* xrow = xc + (long long)d * in_plane + (long long)h * g.W;
+#pragma unroll
+            for (int kw = 0; kw < ks; ++kw) {
+                const int w = ow * st - pad + kw * dil;
+                if (w >= 0 && w < g.W) m = fmaxf(m, __ldg(xrow + w));
+            }
+        }
+    }
+    return m;
+}
+
+// Plane p = (n, c, od) of the output: od and the input volume of (n, c).
+__device__ __forceinline__ const float* plane_input(const float* __restrict__ x, const Geometry& g, long long p,
+                                                    int& od) {
+    const long long nc = p / g.OD;
+    od = (int)(p - nc * g.OD);
+    return x + nc * ((long long)g.H * g.W * g.D);
+}
+
 // REGIME 0 (and the fallback of regimes 1 and 2): kernel 3, stride 2, padding 1, dilation 3.
 __global__ void BOUNDS maxpool3d_planes(const float* __restrict__ x, float* __restrict__ y, Geometry g) {
     const int plane_size = g.OH * g.OW;
-    const long long in_plane = (long long)g.H * g.W;
-    const long long in_volume = in_plane * g.D;
     for (long long p = blockIdx.y; p < g.planes; p += gridDim.y) {
-        const long long nc = p / g.OD;
-        const int od = (int)(p - nc * g.OD);
-        const float* xc = x + nc * in_volume;
+        int od;
+        const float* xc = plane_input(x, g, p, od);
         float* yp = y + p * plane_size;
-        const int d0 = od * 2 - 1;
         const int q0 = blockIdx.x * (THREADS * ITEMS) + threadIdx.x;
         float best[ITEMS];
 #pragma unroll
@@ -121,27 +151,7 @@ __global__ void BOUNDS maxpool3d_planes(const float* __restrict__ x, float* __re
             const int q = q0 + it * THREADS;
             if (q >= plane_size) continue;
             const int oh = q / g.OW;
-            const int ow = q - oh * g.OW;
-            const int h0 = oh * 2 - 1;
-            const int w0 = ow * 2 - 1;
-            float m = -INFINITY;
-#pragma unroll
-            for (int kd = 0; kd < 3; ++kd) {
-                const int d = d0 + kd * 3;
-                if (d < 0 || d >= g.D) continue;
-#pragma unroll
-                for (int kh = 0; kh < 3; ++kh) {
-                    const int h = h0 + kh * 3;
-                    if (h < 0 || h >= g.H) continue;
-                    const float* xrow = xc + (long long)d * in_plane + (long long)h * g.W;
-#pragma unroll
-                    for (int kw = 0; kw < 3; ++kw) {
-                        const int w = w0 + kw * 3;
-                        if (w >= 0 && w < g.W) m = fmaxf(m, __ldg(xrow + w));
-                    }
-                }
-            }
-            best[it] = m;
+            best[it] = window_max(xc, g, od, oh, q - oh * g.OW, 3, 2, 1, 3);
         }
 #pragma unroll
         for (int it = 0; it < ITEMS; ++it) {
@@ -155,34 +165,16 @@ __global__ void BOUNDS maxpool3d_planes(const float* __restrict__ x, float* __re
 __global__ void BOUNDS maxpool3d_generic(const float* __restrict__ x, float* __restrict__ y, Geometry g, int ks,
                                          int st, int pad, int dil) {
     const int plane_size = g.OH * g.OW;
-    const long long in_plane = (long long)g.H * g.W;
-    const long long in_volume = in_plane * g.D;
     for (long long p = blockIdx.y; p < g.planes; p += gridDim.y) {
-        const long long nc = p / g.OD;
-        const int od = (int)(p - nc * g.OD);
-        const float* xc = x + nc * in_volume;
+        int od;
+        const float* xc = plane_input(x, g, p, od);
         const int q0 = blockIdx.x * (THREADS * ITEMS) + threadIdx.x;
 #pragma unroll 1
         for (int it = 0; it < ITEMS; ++it) {
             const int q = q0 + it * THREADS;
             if (q >= plane_size) break;
             const int oh = q / g.OW;
-            const int ow = q - oh * g.OW;
-            float m = -INFINITY;
-            for (int kd = 0; kd < ks; ++kd) {
-                const int d = od * st - pad + kd * dil;
-                if (d < 0 || d >= g.D) continue;
-                for (int kh = 0; kh < ks; ++kh) {
-                    const int h = oh * st - pad + kh * dil;
-                    if (h < 0 || h >= g.H) continue;
-                    const float* xrow = xc + (long long)d * in_plane + (long long)h * g.W;
-                    for (int kw = 0; kw < ks; ++kw) {
-                        const int w = ow * st - pad + kw * dil;
-                        if (w >= 0 && w < g.W) m = fmaxf(m, __ldg(xrow + w));
-                    }
-                }
-            }
-            y[p * plane_size + q] = m;
+            y[p * plane_size + q] = window_max(xc, g, od, oh, q - oh * g.OW, ks, st, pad, dil);
         }
     }
 }
