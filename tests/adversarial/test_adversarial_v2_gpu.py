@@ -60,13 +60,23 @@ class SuiteV2:
                     if case.expected == v2.NO_SPEEDUP:
                         key = f"{task}:{case.honest}" if case.honest.startswith("seed:") else f"{task}:{case.name}"
                         if key not in self.honest:
-                            self.honest[key] = ev.evaluate(Candidate(task=task, source=v2.honest_source(case),
-                                                                     label=f"honest:{case.name}"))
+                            self.honest[key] = self._honest(ev, task, case)
                         self.honest[case.name] = self.honest[key]
             finally:
                 close = getattr(ev, "close", None)
                 if close:
                     close()
+
+    @staticmethod
+    def _honest(ev: Evaluator, task: str, case: v2.CaseV2) -> EvalResult:
+        """The honest equivalent measured twice, the faster OK result kept: the yardstick is what
+        honest work can reach here, and one quick-settings measurement can read 15% slow (an H100,
+        2026-11-24: relu's naive seed x0.83 against itself, so a cheat doing the full work at x0.99
+        failed the bound)."""
+        runs = [ev.evaluate(Candidate(task=task, source=v2.honest_source(case), label=f"honest:{case.name}:{i}"))
+                for i in range(2)]
+        ok = [r for r in runs if r.status is Status.OK]
+        return max(ok, key=lambda r: r.geomean_speedup or 0.0) if ok else runs[0]
 
 
 @pytest.fixture(scope="module")

@@ -67,16 +67,21 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         {"REGIME": "1", "THREADS": "128", "ITEMS": "2", "OW_PER_THREAD": "8"},
         {"REGIME": "2", "THREADS": "512", "ITEMS": "1", "MIN_BLOCKS": "4", "OW_PER_THREAD": "2", "BAND": "4"},
     ],
-    # prefix_sum/lookback: LOAD 0 (cub), 1 (direct blocked) and 2 (float4 striped through swizzled
-    # shared memory: ITEMS 8, 16, 24 swizzled, 12 not), with and without CACHE (streaming hints)
+    # prefix_sum/lookback: LOAD 0 (cub), 1 (direct blocked), 2 (float4 striped through swizzled
+    # shared memory: ITEMS 8, 16, 24 swizzled, 12 not) and 3 (bulk copies, plain layout), with and
+    # without CACHE (streaming hints / L2 evict-first), look-back backoff and a register bound;
+    # LOAD and CACHE named in every entry, so that a change of the defaults moves no entry
     ("prefix_sum", "lookback"): [
-        {"THREADS": "128", "ITEMS": "4", "SCAN_ALGO": "0"},
-        {"THREADS": "512", "ITEMS": "8", "SCAN_ALGO": "1", "CACHE": "1"},
+        {"THREADS": "128", "ITEMS": "4", "SCAN_ALGO": "0", "LOAD": "0", "CACHE": "0"},
+        {"THREADS": "512", "ITEMS": "8", "SCAN_ALGO": "1", "LOAD": "0", "CACHE": "1"},
         {"THREADS": "256", "ITEMS": "16", "SCAN_ALGO": "2", "LOAD": "1", "CACHE": "1"},
-        {"THREADS": "256", "ITEMS": "24", "LOAD": "2"},
+        {"THREADS": "256", "ITEMS": "24", "LOAD": "2", "CACHE": "0"},
         {"THREADS": "128", "ITEMS": "8", "SCAN_ALGO": "2", "LOAD": "2", "CACHE": "1"},
-        {"THREADS": "512", "ITEMS": "12", "SCAN_ALGO": "1", "LOAD": "2"},
+        {"THREADS": "512", "ITEMS": "12", "SCAN_ALGO": "1", "LOAD": "2", "CACHE": "1"},
         {"THREADS": "256", "ITEMS": "16", "LOAD": "2", "CACHE": "1"},
+        {"THREADS": "256", "ITEMS": "24", "LOAD": "3", "CACHE": "1", "MIN_BLOCKS": "8"},
+        {"THREADS": "128", "ITEMS": "20", "LOAD": "3", "CACHE": "0", "BACKOFF_NS": "256", "MIN_BLOCKS": "6"},
+        {"THREADS": "512", "ITEMS": "4", "SCAN_ALGO": "0", "LOAD": "3", "BACKOFF_NS": "64", "MIN_BLOCKS": "4"},
     ],
     ("histogram", "privatized"): [
         {"AGG": "0", "COPIES": "1", "VEC": "1", "THREADS": "256", "BLOCKS_PER_SM": "4", "ITEMS": "1"},

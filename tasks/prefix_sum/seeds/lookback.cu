@@ -22,10 +22,28 @@
 // per pointer (x, y 16-byte aligned, chosen on the host) on full tiles; the last partial tile and
 // a misaligned pointer use scalar accesses (guarded on the partial tile; for LOAD 2 still
 // warp-striped and coalesced, through the same shared layout).
+// LOAD 3: the tile stays in shared memory (plain order) and is scanned there, so that few registers
+// hold it while its block waits on the look-back and more blocks fit an SM (more tiles in flight:
+// on an H200, 4, 5 and 6 resident blocks of LOAD 2 read 1.06x, 1.12x and 1.18x torch.cumsum, and
+// LOAD 3, 32 registers and 8 blocks of 256 threads, 1.23x with CACHE 1 and 1.25x with CACHE 0). A
+// full tile with a 16-byte aligned x arrives by one bulk copy of the tensor memory accelerator
+// (cp.async.bulk, completing on a shared-memory mbarrier), issued by thread 0 first thing; each
+// warp then sums its segment of the tile in rounds of 32 float4s (lane l: float4 l of a round,
+// conflict-free), the block's warp totals and the look-back give each warp its prefix, and a
+// second pass over the rounds scans them in place (a float4 scanned in the lane, a shuffle scan
+// across the warp, a carry from round to round). A full tile with a 16-byte aligned y leaves by
+// one bulk store. Partial tiles and misaligned pointers load and store coalesced scalars.
 // CACHE 1: streaming cache hints, x read with ld.global.cs and y written with st.global.cs
-// (__ldcs / __stcs; for LOAD 0 through small iterators handed to cub's BlockLoad / BlockStore,
-// so the knob acts on every LOAD); CACHE 0: plain accesses (x through the read-only path, as the
-// compiler picks for a const __restrict__ pointer).
+// (__ldcs / __stcs; LOAD 3's bulk copies carry an L2 evict-first policy instead; for LOAD 0
+// through small iterators handed to cub's BlockLoad / BlockStore, so the knob acts on every
+// LOAD); CACHE 0: plain accesses (x through the read-only path, as the compiler picks for a const
+// __restrict__ pointer).
+//
+// BACKOFF_NS: a lane whose look-back word is not yet published sleeps that long (__nanosleep)
+// before reading it again (0: it spins), so that waiting blocks poll the L2 less (CUB backs off
+// the same way). MIN_BLOCKS: blocks per SM asked of the compiler (__launch_bounds__), which caps
+// the registers a thread may take; 0 leaves them to the compiler (with THREADS 256 and LOAD 2,
+// nvcc 13 then takes 40 registers: 6 blocks an SM; __launch_bounds__(256, 1) would let it take 72).
 //
 // Status words (no per-call clearing): in the task's workspace (N/32 + 1024 floats), rounded up
 // to 8 bytes, word 0 holds a generation counter G (low 32 bits) and word 1 + t the status of
@@ -53,28 +71,41 @@
 #define THREADS 256         // knob: 128 256 512
 #define ITEMS 24            // knob: 4 8 12 16 20 24 28 32
 #define SCAN_ALGO 2         // knob: 0 1 2
-#define LOAD 2              // knob: 0 1 2
-#define CACHE 1             // knob: 0 1
-// SCAN_ALGO: 0 raking, 1 raking with memoized partials, 2 warp scans (cub::BlockScanAlgorithm).
+#define LOAD 3              // knob: 0 1 2 3
+#define CACHE 0             // knob: 0 1
+#define BACKOFF_NS 0        // knob: 0 64 256
+#define MIN_BLOCKS 0        // knob: 0 4 6 8
+// SCAN_ALGO: 0 raking, 1 raking with memoized partials, 2 warp scans (cub::BlockScanAlgorithm); LOAD
+// 3 scans with its own warp shuffles and ignores it.
 // LOAD: 0 cub BLOCK_LOAD_WARP_TRANSPOSE / BLOCK_STORE_WARP_TRANSPOSE (tile staged in shared
 // memory); 1 direct blocked loads and stores, float4 where the pointer allows (no staging);
-// 2 coalesced float4 warp-striped accesses staged through (swizzled) shared memory.
+// 2 coalesced float4 warp-striped accesses staged through (swizzled) shared memory; 3 the tile
+// resident in shared memory (bulk copies in and out), scanned there.
 // CACHE: 0 plain global accesses; 1 streaming hints (ld.global.cs / st.global.cs), every LOAD.
-// Knob constraints (evo_fsr/knobs.py): with LOAD 0 or 2 the staged tile stays within 32 KB, so
-// that several blocks fit an SM (LOAD 1 stages nothing: any tile).
+// Knob constraints (evo_fsr/knobs.py): with LOAD 0, 2 or 3 the staged tile stays within 32 KB, so
+// that several blocks fit an SM (LOAD 1 stages nothing: any tile); the blocks asked for per SM
+// fit its 2048 threads.
 // constraint: THREADS * ITEMS * (LOAD != 1) <= 8192
+// constraint: THREADS * MIN_BLOCKS <= 2048
 
 static_assert(THREADS * ITEMS * (LOAD != 1) <= 8192, "knob constraint: THREADS * ITEMS * (LOAD != 1) <= 8192");
+static_assert(THREADS * MIN_BLOCKS <= 2048, "knob constraint: THREADS * MIN_BLOCKS <= 2048");
 static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024, "THREADS: a warp multiple <= 1024");
 static_assert(ITEMS >= 4 && ITEMS % 4 == 0, "ITEMS: a multiple of 4 (float4 loads, 16-byte aligned tiles)");
 static_assert(SCAN_ALGO >= 0 && SCAN_ALGO <= 2, "SCAN_ALGO must be 0, 1 or 2");
-static_assert(LOAD >= 0 && LOAD <= 2, "LOAD must be 0, 1 or 2");
+static_assert(LOAD >= 0 && LOAD <= 3, "LOAD must be 0, 1, 2 or 3");
+static_assert(BACKOFF_NS >= 0 && MIN_BLOCKS >= 0, "BACKOFF_NS and MIN_BLOCKS: not negative");
 static_assert(CACHE == 0 || CACHE == 1, "CACHE must be 0 or 1");
 
 #define TILE (THREADS * ITEMS)
 #define FLAG_AGGREGATE 1u
 #define FLAG_PREFIX 2u
 #define EPOCH_MASK 0x3FFFFFFFu
+#if MIN_BLOCKS
+#define BOUNDS __launch_bounds__(THREADS, MIN_BLOCKS)
+#else
+#define BOUNDS __launch_bounds__(THREADS)
+#endif
 
 static constexpr cub::BlockScanAlgorithm kScanAlgo =
     SCAN_ALGO == 0 ? cub::BLOCK_SCAN_RAKING
@@ -127,10 +158,14 @@ struct LookBack {
             unsigned lo = 0u;
             if (t >= 0) {
                 unsigned long long word;
-                do {                                // until tile t has published in this call
+                while (true) {                      // until tile t has published in this call
                     word = load_word(status + t);
                     hi = (unsigned)(word >> 32);
-                } while (hi - first_valid > 1u);    // another epoch, or flag 0 or 3
+                    if (hi - first_valid <= 1u) break;   // else another epoch, or flag 0 or 3
+#if BACKOFF_NS
+                    __nanosleep(BACKOFF_NS);
+#endif
+                }
                 hi &= 3u;
                 lo = (unsigned)word;
             }
@@ -236,9 +271,10 @@ __device__ __forceinline__ int thread_index_again() {
 #endif
 
 // VEC_X / VEC_Y: x / y is 16-byte aligned (then so is every thread's run of ITEMS elements of a
-// tile and every warp's segment, ITEMS being a multiple of 4); decided on the host, LOAD 1 and 2.
+// tile and every warp's segment, ITEMS being a multiple of 4); decided on the host, LOAD 1 to 3.
+#if LOAD != 3
 template <bool VEC_X, bool VEC_Y>
-__global__ void __launch_bounds__(THREADS)
+__global__ void BOUNDS
 scan_lookback(const float* __restrict__ x, float* __restrict__ y, unsigned long long* __restrict__ words,
               long long n) {
 #if LOAD == 0
@@ -378,7 +414,8 @@ scan_lookback(const float* __restrict__ x, float* __restrict__ y, unsigned long 
 #else
     {
         // The same segment, from threadIdx.x read again: its addresses are recomputed here rather
-        // than kept live across the scan (THREADS 256, ITEMS 24: 48 registers, not 58).
+        // than kept live across the scan (THREADS 256, ITEMS 24: 48 registers, not 58, in the
+        // twelfth session's measurement).
         const int t = thread_index_again();
         const int lane = t & 31;
         const int seg_first = (t >> 5) * (32 * ITEMS);
@@ -406,6 +443,169 @@ scan_lookback(const float* __restrict__ x, float* __restrict__ y, unsigned long 
 #endif
 }
 
+#else  // LOAD == 3
+// Bulk copies between global and shared memory (sm_90 TMA, 1-D: 16-byte aligned addresses, a
+// multiple of 16 bytes). A load completes on the block's mbarrier (its byte count expected
+// first); a store reads shared memory asynchronously, so its issuer waits for that read before
+// the block may end. CACHE 1: both carry an L2 evict-first policy, as ld/st.global.cs do.
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ unsigned long long l2_evict_first() {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+    const unsigned b = shared_address(bar);
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");   // the init, seen by the copy
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+#if CACHE
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                 ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(b), "l"(l2_evict_first()) : "memory");
+#else
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(b) : "memory");
+#endif
+}
+
+// Until the bulk load on ``bar`` (its phase 0: the block's only one) has landed.
+__device__ __forceinline__ void bulk_load_wait(unsigned long long* bar) {
+    asm volatile("{\n\t.reg .pred done;\n"
+                 "WAIT_%=:\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n\t"
+                 "@!done bra WAIT_%=;\n}" ::"r"(shared_address(bar)) : "memory");
+}
+
+__device__ __forceinline__ void bulk_store_and_wait(void* dst, const void* src, unsigned bytes) {
+#if CACHE
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;"
+                 ::"l"(dst), "r"(shared_address(src)), "r"(bytes), "l"(l2_evict_first()) : "memory");
+#else
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                 ::"l"(dst), "r"(shared_address(src)), "r"(bytes) : "memory");
+#endif
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");   // shared memory read out
+}
+
+// Inclusive and exclusive sums of the 32 lanes' values (shuffles).
+__device__ __forceinline__ float warp_inclusive(float v, int lane) {
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const float u = __shfl_up_sync(0xffffffffu, v, off);
+        if (lane >= off) v += u;
+    }
+    return v;
+}
+
+__device__ __forceinline__ float exclusive_of(float inclusive, int lane) {
+    const float before = __shfl_up_sync(0xffffffffu, inclusive, 1);
+    return lane == 0 ? 0.0f : before;
+}
+
+template <bool VEC_X, bool VEC_Y>
+__global__ void BOUNDS
+scan_resident(const float* __restrict__ x, float* __restrict__ y, unsigned long long* __restrict__ words,
+              long long n) {
+    constexpr int WARPS = THREADS / 32;
+    constexpr int ROUNDS = ITEMS / 4;               // a warp's segment: ROUNDS rounds of 32 float4s
+    __shared__ __align__(128) float4 stage[TILE / 4];
+    __shared__ float warp_sums[WARPS];             // totals, then the warps' prefixes in the tile
+    __shared__ unsigned long long landed;          // the bulk load's mbarrier
+    const long long tile = blockIdx.x;
+    const long long base = tile * TILE;
+    const int valid = (int)(n - base < TILE ? n - base : TILE);
+    const bool bulk_in = VEC_X && valid == TILE, bulk_out = VEC_Y && valid == TILE;
+    if (bulk_in && threadIdx.x == 0) bulk_load(stage, x + base, TILE * 4u, &landed);
+    unsigned generation = 0u;                      // thread 0: G, used at the look-back
+    if (threadIdx.x == 0) generation = (unsigned)load_word(words);
+    float* stage_f = reinterpret_cast<float*>(stage);
+    if (!bulk_in)
+        for (int e = threadIdx.x; e < TILE; e += THREADS) stage_f[e] = e < valid ? load_x(x + base + e) : 0.0f;
+    __syncthreads();                               // the scalar loads, or the mbarrier's init
+    if (bulk_in) bulk_load_wait(&landed);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float4* seg = stage + warp * (32 * ROUNDS);
+    float sum = 0.0f;                              // pass 1: the warp's total
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) {
+        const float4 q = seg[32 * r + lane];
+        sum += (q.x + q.y) + (q.z + q.w);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane == 0) warp_sums[warp] = sum;
+    __syncthreads();
+    if (warp == 0) {                               // the tile's prefix, then each warp's
+        const float total = lane < WARPS ? warp_sums[lane] : 0.0f;
+        const float inclusive = warp_inclusive(total, lane);
+        const float aggregate = __shfl_sync(0xffffffffu, inclusive, 31);
+        float before = 0.0f;
+        if (tile == 0) {
+            if (lane == 0) {
+                publish(words + 1, epoch_of(generation), FLAG_PREFIX, aggregate);
+                if (gridDim.x == 1) store_word(words, (unsigned long long)(generation + 1u));   // one tile
+            }
+        } else {
+            LookBack op{words, generation};
+            before = op(aggregate);                // the same on every lane
+        }
+        const float warp_before = exclusive_of(inclusive, lane);
+        if (lane < WARPS) warp_sums[lane] = before + warp_before;
+    }
+    __syncthreads();
+    float carry = warp_sums[warp];                 // pass 2: the rounds scanned in place
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) {
+        float4 q = seg[32 * r + lane];
+        q.y += q.x;
+        q.z += q.y;
+        q.w += q.z;
+        const float inclusive = warp_inclusive(q.w, lane);
+        const float add = carry + exclusive_of(inclusive, lane);
+        q.x += add; q.y += add; q.z += add; q.w += add;
+        seg[32 * r + lane] = q;
+        carry += __shfl_sync(0xffffffffu, inclusive, 31);
+    }
+    if (bulk_out) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the writes, seen by the copy
+        __syncthreads();
+        if (threadIdx.x == 0) bulk_store_and_wait(y + base, stage, TILE * 4u);
+        return;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < valid; e += THREADS) store_y(y + base + e, stage_f[e]);
+}
+#endif
+
+#if LOAD == 3
+// LOAD 3: the kernel prefers the largest shared-memory carveout (asked once per instantiation; a
+// hint the driver may refine), so that its resident tiles, not the L1's share, bound the blocks
+// an SM holds.
+template <bool VX, bool VY>
+static void run(const float* x, float* y, unsigned long long* words, long long n, unsigned blocks,
+                cudaStream_t stream) {
+    static const bool asked = [] {
+        cudaFuncSetAttribute(scan_resident<VX, VY>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared);
+        cudaGetLastError();                         // a refused hint is not the call's error
+        return true;
+    }();
+    (void)asked;
+    scan_resident<VX, VY><<<blocks, THREADS, 0, stream>>>(x, y, words, n);
+}
+#else
+template <bool VX, bool VY>
+static void run(const float* x, float* y, unsigned long long* words, long long n, unsigned blocks,
+                cudaStream_t stream) {
+    scan_lookback<VX, VY><<<blocks, THREADS, 0, stream>>>(x, y, words, n);
+}
+#endif
+
 extern "C" int launch(const float* x, float* y, float* workspace, int N, cudaStream_t stream) {
     const long long n = N;
     if (n <= 0) return 0;
@@ -416,17 +616,17 @@ extern "C" int launch(const float* x, float* y, float* workspace, int N, cudaStr
     unsigned long long* words = reinterpret_cast<unsigned long long*>(at);
     const unsigned blocks = (unsigned)tiles;
 #if LOAD == 0
-    scan_lookback<false, false><<<blocks, THREADS, 0, stream>>>(x, y, words, n);
+    run<false, false>(x, y, words, n, blocks, stream);
 #else
     const bool vx = ((uintptr_t)x & 15) == 0, vy = ((uintptr_t)y & 15) == 0;
     if (vx && vy)
-        scan_lookback<true, true><<<blocks, THREADS, 0, stream>>>(x, y, words, n);
+        run<true, true>(x, y, words, n, blocks, stream);
     else if (vx)
-        scan_lookback<true, false><<<blocks, THREADS, 0, stream>>>(x, y, words, n);
+        run<true, false>(x, y, words, n, blocks, stream);
     else if (vy)
-        scan_lookback<false, true><<<blocks, THREADS, 0, stream>>>(x, y, words, n);
+        run<false, true>(x, y, words, n, blocks, stream);
     else
-        scan_lookback<false, false><<<blocks, THREADS, 0, stream>>>(x, y, words, n);
+        run<false, false>(x, y, words, n, blocks, stream);
 #endif
     return (int)cudaGetLastError();
 }
