@@ -11,6 +11,8 @@
 #   scripts/gpu_checks.sh cost         # conv2d cost per candidate, ResNet-50 set: old protocol vs this one
 #   scripts/gpu_checks.sh resume       # SIGKILL a real run mid-generation, then --resume (issue 15)
 #   TASKS="a b" REPEAT=5 scripts/gpu_checks.sh seeds   # every seed of the tasks on fresh input draws
+#   TASK=t VARIANTS="seed:s seed:s@K=V,K=V" scripts/gpu_checks.sh variants   # knob variants judged in
+#                                                          # one evaluate.py process (--trials 30)
 #   TASKS="a b" BUDGET_S=560 scripts/gpu_checks.sh evolve  # issue 13: a no-LLM evolve run per task
 #                                                          # (pop 16, 5 generations), one after another;
 #                                                          # RESUME=1: resume a run cut by an earlier call
@@ -110,6 +112,16 @@ for name in os.environ.get("TASKS", "cross_entropy").split():
 print(f"not ok: {bad}")
 EOF
     ;;
+variants)
+    # knob variants of one task in one evaluator: x over naive and x of library, interleaved
+    step "warm-up"; timeout 60 python3 scripts/evaluate.py --task relu seed:naive > /dev/null 2>&1
+    step "${TASK:?TASK=name is required}: ${VARIANTS:?VARIANTS=\"seed:NAME@KNOB=VALUE,... ...\" is required}"
+    # shellcheck disable=SC2086  # VARIANTS is a list of specs
+    timeout "${LIMIT_S:-500}" python3 scripts/evaluate.py --task "$TASK" --trials "${TRIALS:-30}" $VARIANTS \
+        > "$out/variants_$TASK.log" 2>&1
+    echo "exit $?"
+    grep -vE "^\s*$|evaluation wall|^  shape" "$out/variants_$TASK.log" | tail -n 80
+    ;;
 evolve)
     # one task after another, each started only with at least MIN_S seconds of BUDGET_S left; a run
     # cut by the budget stops as on Ctrl-C (SIGTERM: summary printed, resumable), and says so
@@ -133,5 +145,5 @@ evolve)
         cp "/tmp/evolve_$t/best.cu" "$out/best_$t.cu" 2>/dev/null
     done
     ;;
-*) echo "unknown step ${1}: tests | sweep | adversarial | library | cost | resume | seeds | evolve"; exit 2 ;;
+*) echo "unknown step ${1}: tests | sweep | adversarial | library | cost | resume | seeds | variants | evolve"; exit 2 ;;
 esac

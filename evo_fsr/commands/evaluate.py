@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..knobs import constraint_violation, parse_knobs, set_knobs
 from ..verdict.compile import DEFAULT_ARCH, compile_source, detect_arch
 from ..verdict.evaluate import EvalConfig, Evaluator
 from ..verdict.gpu import driver_missing, free_memory_bytes
@@ -18,7 +19,9 @@ from .common import UserError, fail, setup_logging
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="evaluate.py", description=(
         "Compile, validate and profile one CUDA kernel candidate against a task's naive seed."))
-    p.add_argument("kernel", nargs="+", help="path to a .cu file, or seed:NAME for one of the task's seeds")
+    p.add_argument("kernel", nargs="+", help=(
+        "path to a .cu file, or seed:NAME for one of the task's seeds; either may end in "
+        "@KNOB=VALUE,... to set knobs, e.g. seed:lookback@LOAD=2,CACHE=1"))
     p.add_argument("--task", required=True, help="task name (see `evo-fsr tasks`)")
     p.add_argument("--shapes", help="benchmark set of the task (default: the task's default set)")
     p.add_argument("--shape", action="append", default=[], help="your own benchmark shape k=v,... (repeatable)")
@@ -33,6 +36,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load_source(task_seeds: dict[str, str], spec: str) -> tuple[str, str]:
+    """(label, source) of a kernel spec: ``seed:NAME`` or a .cu path, either optionally followed
+    by ``@KNOB=VALUE,KNOB=VALUE`` (the source with those knobs set; a path that exists as given
+    is taken whole, ``@`` and all)."""
+    base, knobs = spec, ""
+    if "@" in spec and not (not spec.startswith("seed:") and Path(spec).is_file()):
+        base, knobs = spec.split("@", 1)
+    label, source = _load_base(task_seeds, base)
+    if not knobs:
+        return label, source
+    return f"{label}@{knobs}", _with_knobs(spec, source, knobs)
+
+
+def _load_base(task_seeds: dict[str, str], spec: str) -> tuple[str, str]:
     if spec.startswith("seed:"):
         name = spec[5:]
         if name not in task_seeds:
@@ -45,6 +61,28 @@ def _load_source(task_seeds: dict[str, str], spec: str) -> tuple[str, str]:
         return path.name, path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{spec}: cannot read: {exc}") from None
+
+
+def _with_knobs(spec: str, source: str, text: str) -> str:
+    """``source`` with the knobs of ``KNOB=VALUE,...`` set; a malformed pair, an unknown knob, a
+    value outside the knob's set or a broken knob constraint is a UserError naming it."""
+    values: dict[str, str] = {}
+    for pair in text.split(","):
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise UserError(f"{spec}: {pair!r} is not KNOB=VALUE")
+        values[name.strip()] = value.strip()
+    knobs = parse_knobs(source)
+    for name, value in values.items():
+        if name not in knobs:
+            raise UserError(f"{spec}: no knob {name!r} (has: {', '.join(knobs) or 'none'})")
+        if value not in knobs[name].choices:
+            raise UserError(f"{spec}: {name}={value} is not one of the knob's values ({' '.join(knobs[name].choices)})")
+    source = set_knobs(source, values)
+    broken = constraint_violation(source)
+    if broken:
+        raise UserError(f"{spec}: {broken}")
+    return source
 
 
 def main(argv: list[str] | None = None) -> int:
