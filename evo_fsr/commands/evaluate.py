@@ -40,7 +40,7 @@ def _load_source(task_seeds: dict[str, str], spec: str) -> tuple[str, str]:
     by ``@KNOB=VALUE,KNOB=VALUE`` (the source with those knobs set; a path that exists as given
     is taken whole, ``@`` and all)."""
     base, knobs = spec, ""
-    if "@" in spec and not (not spec.startswith("seed:") and Path(spec).is_file()):
+    if "@" in spec and (spec.startswith("seed:") or not Path(spec).is_file()):
         base, knobs = spec.split("@", 1)
     label, source = _load_base(task_seeds, base)
     if not knobs:
@@ -72,13 +72,12 @@ def _with_knobs(spec: str, source: str, text: str) -> str:
         if not sep or not name.strip() or not value.strip():
             raise UserError(f"{spec}: {pair!r} is not KNOB=VALUE")
         values[name.strip()] = value.strip()
-    knobs = parse_knobs(source)
-    for name, value in values.items():
-        if name not in knobs:
-            raise UserError(f"{spec}: no knob {name!r} (has: {', '.join(knobs) or 'none'})")
-        if value not in knobs[name].choices:
-            raise UserError(f"{spec}: {name}={value} is not one of the knob's values ({' '.join(knobs[name].choices)})")
-    source = set_knobs(source, values)
+    try:
+        source = set_knobs(source, values)
+    except KeyError as exc:             # an unknown knob: name the ones there are
+        raise UserError(f"{spec}: {exc.args[0]} (has: {', '.join(parse_knobs(source)) or 'none'})") from None
+    except ValueError as exc:           # a value outside the knob's set
+        raise UserError(f"{spec}: {exc}") from None
     broken = constraint_violation(source)
     if broken:
         raise UserError(f"{spec}: {broken}")
