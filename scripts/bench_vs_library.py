@@ -10,7 +10,8 @@ one runner process, as every verdict), the library's (torch: cuDNN / cuBLAS, tim
 under the task's precision policy, TF32 off for fp32_strict; evo_fsr/verdict/library.py), the
 speed-of-light floor, and the ratios: speedup over naive, "x of library" (library ms / kernel ms,
 above 1 = faster than the library) and the share of speed-of-light reached by the kernel and by
-the library.  Then the geomeans per task.
+the library, and the kernel's bytes per second as a share of the measured device-to-device copy
+(the task's bytes model; issue 13's target for bandwidth-bound tasks is 90 %).  Then the geomeans per task.
 
 A kernel is a ``.cu`` file, a run directory (its ``best.cu``) or ``seed:NAME``; by default each
 task's seed families (each seed with knobs), else its naive seed.
@@ -31,7 +32,7 @@ from evo_fsr.types import EvalResult  # noqa: E402
 
 DEFAULT_TASKS = ("conv2d", "matmul", "attention")
 HEADER = ["task", "kernel", "shape", "status", "kernel ms", "naive ms", "library ms", "SOL ms",
-          "vs naive", "of library", "kernel % SOL", "library % SOL"]
+          "vs naive", "of library", "kernel % SOL", "library % SOL", "kernel % of copy"]
 
 
 def resolve_kernels(task: Task, spec: str | None) -> list[tuple[str, str]]:
@@ -61,17 +62,29 @@ def resolve_kernel(task: Task, spec: str | None) -> tuple[str, str]:
     return str(path), path.read_text()
 
 
-def rows_for(task: str, label: str, result: EvalResult, library_ms: dict[str, float | None]) -> list[list[str]]:
-    """Table rows of one verdict; ``library_ms`` stands in where the verdict carries no library time."""
+def of_copy(nbytes: float | None, kernel_ms: float, copy_gbps: float) -> str:
+    """The kernel's bytes moved per second as a share of the measured device-to-device copy
+    (issue 13's bandwidth target is 90 % of it); "-" where either is unknown."""
+    if not nbytes or kernel_ms <= 0 or copy_gbps <= 0:
+        return "-"
+    return f"{100 * nbytes / (kernel_ms * 1e-3) / (copy_gbps * 1e9):.1f}%"
+
+
+def rows_for(task: str, label: str, result: EvalResult, library_ms: dict[str, float | None],
+             bytes_by_shape: dict[str, float] | None = None, copy_gbps: float = 0.0) -> list[list[str]]:
+    """Table rows of one verdict; ``library_ms`` stands in where the verdict carries no library time;
+    ``bytes_by_shape`` (the task's bytes model per shape label) and ``copy_gbps`` (the evaluator's
+    measured copy) give the "% of copy" cell."""
     if not result.timings:
-        return [[task, label, "-", result.status.value, "-", "-", "-", "-", "-", "-", "-", result.summary[:60]]]
+        return [[task, label, "-", result.status.value, "-", "-", "-", "-", "-", "-", "-", "-", result.summary[:60]]]
     rows = []
     for t in result.timings:
         lib = t.library_ms if t.library_ms > 0 else library_ms.get(t.shape_label)
         rows.append([task, label, t.shape_label, result.status.value, f"{t.median_ms:.4f}",
                      f"{t.baseline_median_ms:.4f}", f"{lib:.4f}" if lib else "-", f"{t.speed_of_light_ms:.4f}",
                      ratio(t.speedup), ratio(of_library(t, lib)), f"{100 * t.fraction_of_light:.1f}%",
-                     f"{100 * t.speed_of_light_ms / lib:.1f}%" if lib else "-"])
+                     f"{100 * t.speed_of_light_ms / lib:.1f}%" if lib else "-",
+                     of_copy((bytes_by_shape or {}).get(t.shape_label), t.median_ms, copy_gbps)])
     return rows
 
 
@@ -111,12 +124,14 @@ def main(argv: list[str] | None = None) -> int:
         task = get_task(name)
         evaluator = Evaluator(task, EvalConfig(benchmark=args.shapes, max_trials=args.trials))
         try:
-            gpu = gpu or evaluator.gpu_info.name
+            gpu = gpu or f"{evaluator.gpu_info.name} (measured copy {evaluator.gpu_info.memory_bandwidth_gbps:.0f} GB/s)"
             for label, source in resolve_kernels(task, specs.get(name)):
                 # the evaluator times the library in the same run (ShapeTiming.library_ms)
                 result = evaluator.evaluate(Candidate(task=name, source=source, label=label))
                 library_ms: dict[str, float | None] = {}
-                these = rows_for(name, label, result, library_ms)
+                these = rows_for(name, label, result, library_ms,
+                                 {s.label: task.bytes_of(s) for s in evaluator.bench_shapes},
+                                 evaluator.gpu_info.memory_bandwidth_gbps)
                 rows += these
                 geomeans.append(geomean_line(name, label, result, library_ms))
                 print("\n".join("  ".join(r) for r in these), flush=True)             # progress

@@ -7,7 +7,8 @@
 #   scripts/gpu_checks.sh sweep 1      # every seed through the benchmark sweep, half of the tasks (alone: it
 #   scripts/gpu_checks.sh sweep 2      #   holds every shape's buffers; ~9 min for all 21 tasks on an H100)
 #   scripts/gpu_checks.sh adversarial  # suites v2 (verdict table printed) and v1
-#   scripts/gpu_checks.sh library      # families against the library, interleaved, one process
+#   [TASKS="a b" TRIALS=30 LIMIT_S=500] scripts/gpu_checks.sh library   # families against the library,
+#                                                          # interleaved, one process (% SOL, % of copy)
 #   scripts/gpu_checks.sh cost         # conv2d cost per candidate, ResNet-50 set: old protocol vs this one
 #   scripts/gpu_checks.sh resume       # SIGKILL a real run mid-generation, then --resume (issue 15)
 #   TASKS="a b" REPEAT=5 scripts/gpu_checks.sh seeds   # every seed of the tasks on fresh input draws
@@ -62,8 +63,8 @@ adversarial)
 library)
     step "warm-up"; timeout 60 python3 scripts/evaluate.py --task relu seed:naive > /dev/null 2>&1
     step "families vs library"
-    timeout 500 python3 scripts/bench_vs_library.py --tasks conv2d matmul attention softmax layernorm histogram \
-        prefix_sum cross_entropy --trials 30 --markdown "$out/vs_library.md" 2>&1 | tee "$out/vs_library.log" | tail -n 60
+    timeout ${LIMIT_S:-500} python3 scripts/bench_vs_library.py --tasks ${TASKS:-conv2d matmul attention softmax layernorm \
+        histogram prefix_sum cross_entropy} --trials ${TRIALS:-30} --markdown "$out/vs_library.md" 2>&1 | tee "$out/vs_library.log" | tail -n 80
     ;;
 cost)
     # before/after on the same kernels, one process per version, alternating (issue 11); the

@@ -94,3 +94,13 @@ def test_main_runs_the_table_end_to_end_on_a_fake_evaluator(tmp_path: Path, monk
     assert text.startswith(f"GPU: {SYNTHETIC_GPU.name}") and "| conv2d | seed:naive |" in text
     assert "0.50x" in text and "2.00x" in text          # 0.25 / 0.5 and 1.0 / 0.5
     assert "conv2d (seed:naive): geomean 8.000x over naive, 1.00x of library" in capsys.readouterr().out
+
+
+def test_percent_of_copy() -> None:
+    """bytes / kernel time against the measured copy: 1 GB in 1 ms is 1000 GB/s, half of 2000."""
+    assert bench.of_copy(1e9, 1.0, 2000.0) == "50.0%"
+    assert bench.of_copy(None, 1.0, 2000.0) == "-" and bench.of_copy(1e9, 1.0, 0.0) == "-"
+    result = EvalResult(candidate_id="c" * 16, task="relu", status=Status.OK, summary="",
+                        timings=(_timing("n", 0.5, library_ms=0.5),))
+    row = dict(zip(bench.HEADER, bench.rows_for("relu", "k", result, {}, {"n": 9e8}, 3000.0)[0]))
+    assert row["kernel % of copy"] == "60.0%"
