@@ -41,24 +41,48 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         # the cluster regime: at 64 KB, 16 CTAs a row for 262144 columns, 8 for 65537 and 2 just
         # above the cached regime's length (1025 and 4099 columns; 1024 cached); at 192 KB, 2 CTAs
         # for 65537 and 8 for 262144, with float2 vectors
-        {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "64", "CLUSTER_THREADS": "256"},
-        {"THREADS": "128", "ITEMS": "8", "VEC": "2", "CLUSTER_SMEM_KB": "192", "CLUSTER_THREADS": "512"},
+        {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "64", "CLUSTER_THREADS": "256",
+         "CLUSTER_REG": "0", "CLUSTER_TMA": "0"},
+        {"THREADS": "128", "ITEMS": "8", "VEC": "2", "CLUSTER_SMEM_KB": "192", "CLUSTER_THREADS": "512",
+         "CLUSTER_REG": "0", "CLUSTER_TMA": "0"},
+        # the cluster regime with part of each chunk in registers (CLUSTER_REG), with and without
+        # the TMA bulk loads (CLUSTER_TMA)
+        {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "64", "CLUSTER_THREADS": "256",
+         "CLUSTER_REG": "16", "CLUSTER_TMA": "1"},
+        {"THREADS": "128", "ITEMS": "8", "VEC": "1", "CLUSTER_SMEM_KB": "96", "CLUSTER_THREADS": "512",
+         "CLUSTER_REG": "16", "CLUSTER_TMA": "0"},
+        {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "64", "CLUSTER_THREADS": "128",
+         "CLUSTER_REG": "32", "CLUSTER_TMA": "1"},
     ],
     ("layernorm", "regime"): [
-        {"WARP_ITEMS": "1", "THREADS": "128", "ITEMS": "4", "SPLIT_COLS": "2048", "VEC": "4"},
-        {"WARP_ITEMS": "32", "WARPS_PER_BLOCK": "8", "THREADS": "1024", "ITEMS": "16", "VEC": "1"},
-        {"WARP_ITEMS": "2", "THREADS": "256", "ITEMS": "4", "SPLIT_COLS": "4096", "VEC": "2"},
+        # the split regime (CLUSTER_SMEM_KB 0: no cluster)
+        {"WARP_ITEMS": "1", "THREADS": "128", "ITEMS": "4", "SPLIT_COLS": "2048", "VEC": "4", "CLUSTER_SMEM_KB": "0"},
+        {"WARP_ITEMS": "32", "WARPS_PER_BLOCK": "8", "THREADS": "1024", "ITEMS": "16", "VEC": "1",
+         "CLUSTER_SMEM_KB": "0"},
+        {"WARP_ITEMS": "2", "THREADS": "256", "ITEMS": "4", "SPLIT_COLS": "4096", "VEC": "2", "CLUSTER_SMEM_KB": "0"},
+        # the cluster regime (CLUSTER_SMEM_KB > 0): (count, mean, M2) merged through DSMEM
+        {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "16", "CLUSTER_THREADS": "128",
+         "CLUSTER_REG": "0", "CLUSTER_TMA": "1"},
+        {"THREADS": "128", "ITEMS": "8", "VEC": "2", "CLUSTER_SMEM_KB": "64", "CLUSTER_THREADS": "256",
+         "CLUSTER_REG": "16", "CLUSTER_TMA": "1"},
+        {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "32", "CLUSTER_THREADS": "512",
+         "CLUSTER_REG": "8", "CLUSTER_TMA": "0"},
+        {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "128", "CLUSTER_THREADS": "1024",
+         "CLUSTER_REG": "16", "CLUSTER_TMA": "1"},
     ],
     # cross_entropy/tiled: the warp-chunk regime with run-time C (4 rows a lane, float4, read-only
     # loads) and with compile-time C (scalar coalesced loads, one row a lane), the earlier two
     # settings on the new code (C = 1000 takes the warp-per-row path in all of them)
     ("cross_entropy", "tiled"): [
-        {"THREADS": "128", "SMALL_C": "16", "BLOCKS_PER_SM": "2", "VEC": "1"},
-        {"THREADS": "256", "SMALL_C": "64", "BLOCKS_PER_SM": "8", "VEC": "4", "ROWS_PER_THREAD": "1"},
+        {"THREADS": "128", "SMALL_C": "16", "BLOCKS_PER_SM": "2", "VEC": "1", "FINISH": "0"},
+        {"THREADS": "256", "SMALL_C": "64", "BLOCKS_PER_SM": "8", "VEC": "4", "ROWS_PER_THREAD": "1", "FINISH": "0"},
         {"THREADS": "128", "ROWS_PER_THREAD": "4", "FIXED_C": "0", "SMALL_C": "16", "BLOCKS_PER_SM": "8",
          "VEC": "4", "CACHE": "0"},
         {"THREADS": "512", "ROWS_PER_THREAD": "1", "FIXED_C": "10", "SMALL_C": "64", "BLOCKS_PER_SM": "2",
          "VEC": "1", "CACHE": "1"},
+        # FINISH 1: the self-resetting counter and the last block's loads eight at a time
+        {"FINISH": "1"},
+        {"FINISH": "1", "THREADS": "512", "BLOCKS_PER_SM": "4", "FIXED_C": "0", "VEC": "1", "SMALL_C": "16"},
     ],
     # maxpool3d/planes: the scalar-tap regime (0), the register-window regime (1) and the default
     # band regime (2) at its narrowest band and output groups
@@ -94,10 +118,19 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
     # linear_regression/gram: the cp.async ring at one stage (load, wait, compute), two stages with
     # 4-byte copies only, three stages past the 48 KB opt-in, four stages at 180 KB a block
     ("linear_regression", "gram"): [
-        {"VEC": "1", "THREADS": "128", "ROWS_PER_THREAD": "1", "BLOCKS_PER_SM": "4", "STAGES": "1"},
-        {"VEC": "4", "THREADS": "512", "ROWS_PER_THREAD": "2", "BLOCKS_PER_SM": "1"},
+        {"VEC": "1", "THREADS": "128", "ROWS_PER_THREAD": "1", "BLOCKS_PER_SM": "4", "STAGES": "1", "SPLIT": "0",
+         "FINISH": "0"},
+        {"VEC": "4", "THREADS": "512", "ROWS_PER_THREAD": "2", "BLOCKS_PER_SM": "1", "SPLIT": "0", "FINISH": "0"},
         {"THREADS": "256", "ROWS_PER_THREAD": "2", "STAGES": "3", "BLOCKS_PER_SM": "2", "VEC": "4"},
         {"THREADS": "128", "ROWS_PER_THREAD": "4", "STAGES": "2", "BLOCKS_PER_SM": "4", "VEC": "1"},
+        # FINISH 1 (a self-resetting counter, sums in device doubles; every validation shape runs
+        # in turn, so a counter left over by a call with another grid would show) and SPLIT 1
+        # (one contiguous range of rows a block)
+        {"SPLIT": "1", "FINISH": "1"},
+        {"SPLIT": "0", "FINISH": "1", "THREADS": "512", "ROWS_PER_THREAD": "1", "BLOCKS_PER_SM": "1", "VEC": "1"},
+        {"SPLIT": "1", "FINISH": "0", "STAGES": "3", "THREADS": "256", "ROWS_PER_THREAD": "2"},
+        {"SPLIT": "1", "FINISH": "1", "THREADS": "128", "ROWS_PER_THREAD": "4", "STAGES": "4", "BLOCKS_PER_SM": "4",
+         "VEC": "4"},
     ],
     # default: one CTA cached (N <= 32768), a cluster of 8 cached above; these: one CTA for every
     # N (cached, then re-reading x past 49152 keys), and a cluster of 4 (uncached at N = 2^18)

@@ -43,9 +43,9 @@ SAMPLE_SEED = 13
 #: combination for each one the default and the random draws miss): the code paths they select.
 COVERED_KNOBS: dict[tuple[str, str], tuple[str, ...]] = {
     ("prefix_sum", "lookback"): ("LOAD", "CACHE"),
-    ("cross_entropy", "tiled"): ("FIXED_C", "VEC"),
+    ("cross_entropy", "tiled"): ("FIXED_C", "VEC", "FINISH"),
     ("maxpool3d", "planes"): ("REGIME",),
-    ("linear_regression", "gram"): ("STAGES", "VEC"),
+    ("linear_regression", "gram"): ("STAGES", "VEC", "SPLIT", "FINISH"),
 }
 
 Compiled = dict[tuple[str, str], list[tuple[dict[str, str], CompileResult]]]
@@ -165,3 +165,70 @@ def test_gpu_test_combinations_are_valid() -> None:
             changed = set_knobs(source, values)                 # raises on an unknown knob or value
             current = {name: knob.value for name, knob in parse_knobs(changed).items()}
             assert _valid(constraints, current), (task, values)
+
+
+def _lr_split_ranges(n: int, grid: int, tr: int) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """linear_regression/gram SPLIT 1 as the kernel computes it: block b's rows [lo, end) and its
+    tiles (first row, rows), for a grid of ``grid`` blocks and tiles of ``tr`` rows."""
+    per = ((n + 3) // 4 + grid - 1) // grid * 4
+    out = []
+    for b in range(grid):
+        lo = min(b * per, n)
+        end = lo + per if n - lo > per else n
+        mine = (end - lo + tr - 1) // tr
+        tiles = [(lo + k * tr, min(tr, end - (lo + k * tr))) for k in range(mine)]
+        out.append((lo, end, tiles))
+    return out
+
+
+@pytest.mark.parametrize("n", [10, 11, 17, 40, 257, 1000, 4099, 65537, 1000003, 4194304, 10000019])
+@pytest.mark.parametrize("threads, rows_per_thread, bpsm", [(256, 2, 2), (128, 1, 4), (512, 4, 1)])
+def test_linear_regression_split_ranges_cover_rows_once(n: int, threads: int, rows_per_thread: int, bpsm: int) -> None:
+    """SPLIT 1: the blocks' ranges tile [0, n) in order, each starts at a multiple of 4 rows (the
+    16-byte alignment of X and y is kept: 40 and 4 bytes a row), every tile has 1..TR rows, and
+    every block but the last busy one gets the same number of rows."""
+    tr = threads * rows_per_thread
+    grid = max(1, min((n + tr - 1) // tr, 132 * bpsm, 4096))         # launch()'s grid
+    ranges = _lr_split_ranges(n, grid, tr)
+    covered = 0
+    for lo, end, tiles in ranges:
+        assert lo == covered and lo % 4 == 0 and end >= lo
+        for r0, nr in tiles:
+            assert r0 == covered and 1 <= nr <= tr and (r0 - lo) % tr == 0
+            covered += nr
+        assert covered == end
+    assert covered == n
+    sizes = [end - lo for lo, end, _ in ranges]
+    busy = [size for size in sizes if size > 0]
+    assert sizes[:len(busy)] == busy                                  # empty blocks only at the end
+    assert len(set(busy[:-1])) <= 1 and busy[-1] <= busy[0]           # equal ranges, a shorter last
+    assert len(sizes) - len(busy) <= 1
+
+
+def test_linear_regression_transposed_reduction_mapping() -> None:
+    """FINISH 1: replaying halve<32> .. halve<2> on 32 lanes of 64 values leaves lane l holding
+    the warp sums of entries base(l) and base(l) + 1 as the kernel writes them."""
+    import numpy as np
+    rng = np.random.default_rng(13)
+    acc = rng.integers(-1000, 1000, size=(32, 64)).astype(np.int64)   # exact sums
+    want = acc.sum(axis=0)
+    cur = acc.copy()
+    for h in (32, 16, 8, 4, 2):
+        o = h // 2
+        nxt = cur.copy()
+        for lane in range(32):
+            up = bool(lane & o)
+            partner = lane ^ o
+            for i in range(h):
+                lo, hi = cur[lane, i], cur[lane, i + h]
+                got = cur[partner, i] if (partner & o) else cur[partner, i + h]   # partner's send
+                nxt[lane, i] = (hi if up else lo) + got
+        cur = nxt
+    for lane in range(32):
+        base = (((lane >> 4) & 1) * 32 + ((lane >> 3) & 1) * 16 + ((lane >> 2) & 1) * 8
+                + ((lane >> 1) & 1) * 4 + (lane & 1) * 2)
+        assert cur[lane, 0] == want[base] and cur[lane, 1] == want[base + 1]
+    bases = sorted(b + k for lane in range(32) for k in (0, 1)
+                   for b in [((lane >> 4) & 1) * 32 + ((lane >> 3) & 1) * 16 + ((lane >> 2) & 1) * 8
+                             + ((lane >> 1) & 1) * 4 + (lane & 1) * 2])
+    assert bases == list(range(64))

@@ -27,6 +27,15 @@
 // Each block writes its partial sum of losses to workspace[block]; the last block to finish
 // (a __device__ counter, zeroed on the stream at the start of each call) sums the partials in a
 // fixed order and writes out[0] = sum / N: deterministic, no float atomics.
+// FINISH 1 trims the fixed cost of a call (from two timed shapes, time ~ bytes / 2.98 TB/s +
+// ~13 us: the 90 %-of-copy target needs that fixed part near 6 us at n_3M_odd):
+//  - no cudaMemsetAsync before the kernel (a second node on the stream, ~2 us a call with its
+//    gap): the counter is a self-resetting ticket, atomicInc(&g_done, gridDim.x - 1), which wraps
+//    to 0 on the last block's increment, so every call leaves it at 0 for the next one (zero
+//    from module load; a call that faults poisons the context anyway);
+//  - the last block reads the partials 8 loads a thread at a time (all issued before any add:
+//    one L2 round trip for up to 8 x THREADS blocks) instead of one dependent load per add, and
+//    still sums them in a fixed order (deterministic).
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -35,9 +44,10 @@
 #define ROWS_PER_THREAD 2   // knob: 1 2 4
 #define FIXED_C 16          // knob: 0 10 16
 #define SMALL_C 32          // knob: 16 32 64
-#define BLOCKS_PER_SM 8     // knob: 2 4 8
+#define BLOCKS_PER_SM 4     // knob: 2 4 8
 #define VEC 4               // knob: 1 4
 #define CACHE 1             // knob: 0 1
+#define FINISH 1            // knob: 0 1
 // THREADS: block size. ROWS_PER_THREAD: rows a lane takes from each chunk (chunk = 32 x that).
 // FIXED_C: classes compiled in (C = 2..FIXED_C; 0: none, every C <= SMALL_C at run time).
 // SMALL_C: the largest C staged through shared memory (larger: one warp per row).
@@ -45,7 +55,12 @@
 // register budget is 65536 / (THREADS * BLOCKS_PER_SM)); clamped at run time to what fits.
 // VEC: 4 reads aligned chunks with float4 loads, 1 with scalar loads. CACHE: 1 streams logits and
 // labels (ld.global.cs: read once, evict first), 0 reads them through the read-only path.
-// Defaults: the fastest consistent setting of six timed in one process on an H100 (thirteenth
+// FINISH: 0 zeroes the finish counter with a memset per call, 1 uses a self-resetting ticket and a
+// batched last-block sum (see above).
+// Defaults since the sixteenth session: FINISH 1 with BLOCKS_PER_SM 4 (one H100, one process: 55.0x /
+// 53.3x torch on n_4M / n_3M_odd against 53.3x / 50.2x for FINISH 0 with 8 blocks; FINISH 1 with
+// 8 blocks 54.3x / 52.2x).
+// Earlier defaults: the fastest consistent setting of six timed in one process on an H100 (thirteenth
 // session): 75 % / 71 % of speed-of-light on n_4M / n_3M_odd, 1.17x the naive seed (which reads
 // 66 % / 60 %) and 53x / 50x torch; the previous tiled family read 56 % / 52 %. Three settings
 // with BLOCKS_PER_SM 4 or 4 rows a lane read one shape 2-3x slower in that run, while the launch
@@ -63,6 +78,7 @@ static_assert(THREADS % 32 == 0 && THREADS >= 64 && THREADS <= 1024, "THREADS: a
 static_assert(VEC == 1 || VEC == 4, "VEC must be 1 or 4");
 static_assert(FIXED_C <= SMALL_C, "FIXED_C classes are staged: FIXED_C <= SMALL_C");
 static_assert(ROWS_PER_THREAD >= 1, "ROWS_PER_THREAD >= 1");
+static_assert(FINISH == 0 || FINISH == 1, "FINISH must be 0 or 1");
 
 #define NWARPS (THREADS / 32)
 #define CHUNK_ROWS (32 * ROWS_PER_THREAD)
@@ -116,13 +132,31 @@ __device__ __forceinline__ void finish(float acc, float* __restrict__ workspace,
     if (threadIdx.x == 0) {
         workspace[blockIdx.x] = part;
         __threadfence();
+#if FINISH
+        last = atomicInc(&g_done, gridDim.x - 1) == gridDim.x - 1;     // wraps to 0: reset
+#else
         last = atomicAdd(&g_done, 1u) == gridDim.x - 1;
+#endif
     }
     __syncthreads();
     if (!last) return;
     __threadfence();
     float s = 0.0f;
+#if FINISH
+    const int parts = (int)gridDim.x;
+    for (int b0 = 0; b0 < parts; b0 += 8 * THREADS) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const int b = b0 + u * THREADS + (int)threadIdx.x;
+            v[u] = b < parts ? __ldcg(workspace + b) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) s += v[u];
+    }
+#else
     for (int b = threadIdx.x; b < (int)gridDim.x; b += THREADS) s += __ldcg(workspace + b);
+#endif
     s = block_sum(s, sh);
     if (threadIdx.x == 0) out[0] = (float)((double)s / (double)N);
 }
@@ -376,8 +410,10 @@ extern "C" int launch(const float* logits, const int* labels, float* out, float*
     DeviceInfo info;
     cudaError_t err = device_info(info);
     if (err != cudaSuccess) return (int)err;
+#if !FINISH
     err = cudaMemsetAsync(info.done, 0, sizeof(unsigned int), stream);
     if (err != cudaSuccess) return (int)err;
+#endif
     if (C <= SMALL_C) return dispatch_rows<2>(info, logits, labels, out, workspace, N, C, stream);
     int fit = 1;
     err = blocks_fit<WarpTag>(ce_warp, 0, info.device, fit);

@@ -2,18 +2,42 @@
 //  - short rows (cols <= 32 * WARP_ITEMS): one warp per row, the row cached in registers, exact
 //    two-pass statistics (mean, then the mean of (x - mean)^2) with warp shuffles;
 //  - medium rows (cols <= THREADS * ITEMS): one block per row, cached, two-pass block reductions;
-//  - long rows: each thread folds batches of ITEMS elements (batch mean and M2 by two passes over
-//    registers) into a running (count, mean, M2) with Chan's parallel update; states merge across
-//    warps and blocks the same way. With enough rows, one block per row (statistics pass, then the
-//    write pass); with few rows, the row is split across CTAs (about SPLIT_COLS columns each):
-//    kernel 1 writes one (count, mean, M2) partial per chunk, kernel 2 merges the row's partials
-//    and writes its chunk.
+//  - long rows, few of them (rows < 2 * SMs), CLUSTER_SMEM_KB > 0: one thread-block cluster of CL
+//    CTAs per row (sm_90), CL the smallest of 2, 4, 8, 16 whose chunk (cols / CL rounded up to 4
+//    floats) fits in CLUSTER_REG floats a thread of registers plus CLUSTER_SMEM_KB of shared
+//    memory. Each CTA reads its chunk from global memory exactly once: the first
+//    CLUSTER_REG * CLUSTER_THREADS floats into registers (coalesced, all in flight at once), the
+//    rest into shared memory, either by bulk copies (CLUSTER_TMA 1 and float4 alignment: thread 0
+//    issues CPIECES cp.async.bulk copies, one mbarrier each, so the whole chunk is in flight with
+//    no staging registers and the sum starts on the first piece while the others land) or by
+//    loads staged through registers (16 floats a thread in flight). The CTA then takes its
+//    chunk's exact two-pass (count, mean, M2) over registers and shared memory; the CL states
+//    are merged with Chan's formula through DSMEM (warp 0, lane q reads rank q's state, one
+//    butterfly: the same inputs in the same order, so the same bits, in every CTA), and each CTA
+//    writes y for its chunk from registers and shared memory: one read of x, one write of y,
+//    one launch. Why: the split regime below reads x twice and 64 MB of rows (256 x 65536) do
+//    not stay in L2 between its two kernels. The cluster regime runs in waves when the rows do
+//    not fit the GPU's shared memory (256 x 256 KB = 64 MB > 132 x 227 KB), so small chunks (many
+//    CTAs a SM, at different phases: one loads while another writes) keep the DRAM busy through
+//    the waves and make the tail short; CLUSTER_REG moves part of every chunk into the register
+//    file (256 KB a SM, otherwise idle here) so that more of the rows are resident at once (fewer
+//    waves). Without a cluster that fits (a row too long for 16 chunks, a device that cannot
+//    run the cluster), the regimes below;
+//  - long rows otherwise: each thread folds batches of ITEMS elements (batch mean and M2 by two
+//    passes over registers) into a running (count, mean, M2) with Chan's parallel update; states
+//    merge across warps and blocks the same way. With enough rows, one block per row (statistics
+//    pass, then the write pass); with few rows, the row is split across CTAs (about SPLIT_COLS
+//    columns each): kernel 1 writes one (count, mean, M2) partial per chunk, kernel 2 merges the
+//    row's partials and writes its chunk.
 // Never E[x^2] - mean^2: rows with a mean far above their spread stay accurate.
 // Vector loads (up to VEC floats) only when x, y, gamma and beta are aligned and cols is a
 // multiple of the width; otherwise scalar.
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <cooperative_groups.h>
+
+namespace cg = cooperative_groups;
 
 #define WARP_ITEMS 32       // knob: 1 2 4 8 16 32
 #define WARPS_PER_BLOCK 2   // knob: 2 4 8
@@ -21,9 +45,21 @@
 #define ITEMS 16            // knob: 4 8 16 32
 #define SPLIT_COLS 16384    // knob: 2048 4096 8192 16384
 #define VEC 4               // knob: 1 2 4
+#define CLUSTER_SMEM_KB 32  // knob: 0 16 32 64 128
+#define CLUSTER_THREADS 256 // knob: 128 256 512 1024
+#define CLUSTER_REG 0       // knob: 0 8 16 32
+#define CLUSTER_TMA 1       // knob: 0 1
+// Defaults: the cluster regime at 32 KB a CTA, 256 threads, TMA loads: long_rows (256 x 65536) on
+// an H100 went from 0.0836 ms (the split regime, 1.97x torch) to 0.0694 ms (2.37x) in one process
+// (sixteenth session); 16 KB read 0.0707-0.0772, 64 KB with CLUSTER_REG 16 0.0705, and 32 KB with
+// register-staged loads (CLUSTER_TMA 0) 0.0980.
+// CLUSTER_SMEM_KB: shared memory a CTA of the cluster regime may cache (0: regime off);
+// CLUSTER_THREADS: that kernel's block size; CLUSTER_REG: floats of its chunk each thread holds
+// in registers; CLUSTER_TMA: bulk copies (1) or register-staged loads (0) into shared memory.
 // Knob constraints (evo_fsr/knobs.py): a row cached in registers must fit (64 registers per
-// thread at 1024 threads).
+// thread at 1024 threads), in both the block-per-row and the cluster regime.
 // constraint: THREADS * ITEMS <= 16384
+// constraint: CLUSTER_REG * CLUSTER_THREADS <= 16384
 
 static_assert(THREADS * ITEMS <= 16384, "knob constraint: THREADS * ITEMS <= 16384");
 static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024, "THREADS: a warp multiple <= 1024");
@@ -32,8 +68,26 @@ static_assert(VEC == 1 || VEC == 2 || VEC == 4, "VEC must be 1, 2 or 4");
 static_assert(ITEMS % VEC == 0 && ITEMS >= VEC, "ITEMS must be a multiple of VEC");
 static_assert(WARP_ITEMS >= 1 && (WARP_ITEMS & (WARP_ITEMS - 1)) == 0, "WARP_ITEMS: a power of two");
 static_assert(SPLIT_COLS % 4 == 0, "SPLIT_COLS must keep float4 alignment");
+static_assert(CLUSTER_REG * CLUSTER_THREADS <= 16384, "knob constraint: CLUSTER_REG * CLUSTER_THREADS <= 16384");
+static_assert(CLUSTER_SMEM_KB >= 0 && CLUSTER_SMEM_KB <= 224,
+              "CLUSTER_SMEM_KB in 0..224 (sm_90: 227 KB per block, static shared memory included)");
+static_assert(CLUSTER_THREADS % 32 == 0 && CLUSTER_THREADS >= 64 && CLUSTER_THREADS <= 1024,
+              "CLUSTER_THREADS: a warp multiple in 64..1024");
+static_assert(CLUSTER_REG % 4 == 0 && CLUSTER_REG >= 0, "CLUSTER_REG: a multiple of 4 (whole float4s)");
+static_assert(CLUSTER_TMA == 0 || CLUSTER_TMA == 1, "CLUSTER_TMA: 0 or 1");
 
 #define NWARPS (THREADS / 32)
+#define CNWARPS (CLUSTER_THREADS / 32)
+#define CPIECES 4           // bulk copies (one mbarrier each) per chunk in the cluster regime
+// Cluster kernel's minimum CTAs a SM (its register cap): about 40 registers of work plus the
+// CLUSTER_REG cached floats a thread, at most what CLUSTER_SMEM_KB (plus 1 KB reserved a CTA)
+// and 2048 threads a SM allow: small chunks run many CTAs a SM, not 3 for lack of registers.
+#define CMINB_REG (65536 / (CLUSTER_THREADS * (CLUSTER_REG + 40)))
+#define CMINB_SMEM (228 / (CLUSTER_SMEM_KB + 1))
+#define CMINB_THR (2048 / CLUSTER_THREADS)
+#define CMINB_2 (CMINB_REG < CMINB_SMEM ? CMINB_REG : CMINB_SMEM)
+#define CMINB_3 (CMINB_2 < CMINB_THR ? CMINB_2 : CMINB_THR)
+#define CLUSTER_MIN_BLOCKS (CMINB_3 > 1 ? CMINB_3 : 1)
 #define PART_CAP 65536      // (count, mean, M2) partials of the split regime
 
 __device__ float4 g_part[PART_CAP];
@@ -48,6 +102,20 @@ __device__ __forceinline__ void ldv(const float* __restrict__ p, float* v) {
         v[0] = t.x; v[1] = t.y;
     } else {
         v[0] = __ldg(p);
+    }
+}
+
+// V floats of shared memory at p into v.
+template <int V>
+__device__ __forceinline__ void ldv_shared(const float* p, float* v) {
+    if constexpr (V == 4) {
+        const float4 t = *reinterpret_cast<const float4*>(p);
+        v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+    } else if constexpr (V == 2) {
+        const float2 t = *reinterpret_cast<const float2*>(p);
+        v[0] = t.x; v[1] = t.y;
+    } else {
+        v[0] = *p;
     }
 }
 
@@ -81,19 +149,20 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// Block-wide sum, the result in every thread; sh holds NWARPS + 1 floats.
+// Block-wide sum over NW warps, the result in every thread; sh holds NW + 1 floats.
+template <int NW = NWARPS>
 __device__ __forceinline__ float block_sum(float v, float* sh) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     v = warp_sum(v);
     if (lane == 0) sh[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        float t = lane < NWARPS ? sh[lane] : 0.0f;
+        float t = lane < NW ? sh[lane] : 0.0f;
         t = warp_sum(t);
-        if (lane == 0) sh[NWARPS] = t;
+        if (lane == 0) sh[NW] = t;
     }
     __syncthreads();
-    const float r = sh[NWARPS];
+    const float r = sh[NW];
     __syncthreads();   // sh may be reused
     return r;
 }
@@ -341,6 +410,188 @@ layernorm_split_write(const float* __restrict__ x, const float* __restrict__ gam
     write_range<V>(x + row * cols, gamma, beta, y + row * cols, c0, c1, row_mean, row_rstd);
 }
 
+// ---- long rows, few of them: one thread-block cluster per row -----------------------------
+// Bulk copies global -> shared memory (sm_90 TMA, 1-D: 16-byte aligned addresses, a multiple of
+// 16 bytes), each completing on its own mbarrier (phase 0: used once).
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void bulk_load(float* dst, const float* src, unsigned bytes, unsigned long long* bar) {
+    const unsigned b = shared_address(bar);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+    if (bytes > 0)
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(b) : "memory");
+}
+
+__device__ __forceinline__ void bulk_wait(unsigned long long* bar) {
+    asm volatile("{\n\t.reg .pred done;\n"
+                 "WAIT_%=:\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n\t"
+                 "@!done bra WAIT_%=;\n}" ::"r"(shared_address(bar)) : "memory");
+}
+
+// Grid: rows * CL CTAs, clusters of CL along x. CTA rank r owns columns [r * chunk,
+// min((r + 1) * chunk, cols)) of row blockIdx.x / CL (chunk % 4 == 0: every chunk start keeps the
+// row's alignment); an empty chunk contributes the state (0, 0, 0). Of the chunk's n floats, the
+// first RF = CLUSTER_REG * CLUSTER_THREADS live in registers (thread t holds vectors i *
+// CLUSTER_THREADS + t, i < CLUSTER_REG / V) and floats [RF, n) in dynamic shared memory (sx[0]
+// is float RF).
+template <int V>
+__global__ void __launch_bounds__(CLUSTER_THREADS, CLUSTER_MIN_BLOCKS)
+layernorm_cluster(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
+                  float* __restrict__ y, int cols, int chunk, float eps) {
+    constexpr int T = CLUSTER_THREADS;
+    constexpr int RV = CLUSTER_REG / V;              // vectors a thread holds in registers
+    constexpr int RF = CLUSTER_REG * T;              // floats of the chunk in registers
+    constexpr int U = 16 / V;                        // vectors a thread stages in flight
+    constexpr bool BULK = CLUSTER_TMA != 0 && V == 4;
+    constexpr int WU = CLUSTER_REG >= 8 ? 2 : 4;    // write-loop unroll: fewer registers when many hold x
+    extern __shared__ float4 cluster_smem[];
+    float* sx = reinterpret_cast<float*>(cluster_smem);
+    __shared__ float sh[CNWARPS + 1];
+    __shared__ float4 part;                          // this CTA's (n, mean, M2), read via DSMEM
+    __shared__ float2 total;                         // the row's (mean, rstd)
+    __shared__ unsigned long long bar[CPIECES];
+    const cg::cluster_group cluster = cg::this_cluster();
+    const int cl = (int)cluster.num_blocks();
+    const int rank = (int)cluster.block_rank();
+    const int tid = threadIdx.x;
+    const int c0 = min(rank * chunk, cols);
+    const int n = min(chunk, cols - c0);             // floats in this chunk (a multiple of V), >= 0
+    const int nv = n / V;
+    const int ns = n > RF ? n - RF : 0;              // floats in shared memory
+    const long long off = (long long)(blockIdx.x / cl) * cols + c0;
+    const float* xr = x + off;
+    float* yr = y + off;
+    const float* gr = gamma + c0;
+    const float* br = beta + c0;
+
+    // Issue every load of the chunk before consuming any: the bulk copies (thread 0), then the
+    // register part.
+    if constexpr (BULK) {
+        if (ns > 0 && tid == 0) {
+#pragma unroll
+            for (int p = 0; p < CPIECES; ++p)
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&bar[p])) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");   // the inits, seen by the copies
+            const int q = ns / 4;                    // float4s (ns % 4 == 0 when V == 4)
+#pragma unroll
+            for (int p = 0; p < CPIECES; ++p) {
+                const int u0 = (int)((long long)q * p / CPIECES), u1 = (int)((long long)q * (p + 1) / CPIECES);
+                bulk_load(sx + 4 * u0, xr + RF + 4 * u0, (unsigned)(u1 - u0) * 16u, &bar[p]);
+            }
+        }
+    }
+    float r[CLUSTER_REG > 0 ? CLUSTER_REG : 1];
+#pragma unroll
+    for (int i = 0; i < RV; ++i) {
+        const int j = i * T + tid;
+        if (j < nv) {
+            ldv<V>(xr + j * V, r + i * V);
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; ++k) r[i * V + k] = 0.0f;
+        }
+    }
+    if constexpr (BULK) __syncthreads();             // the mbarriers' init, before any wait
+
+    // Pass 1: the chunk's sum (registers, then shared memory as it lands).
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < RV * V; ++k) s += r[k];      // padding is 0
+    if constexpr (BULK) {
+        if (ns > 0) {
+            const int q = ns / 4;
+            const float4* s4 = reinterpret_cast<const float4*>(sx);
+#pragma unroll 1
+            for (int p = 0; p < CPIECES; ++p) {
+                const int u0 = (int)((long long)q * p / CPIECES), u1 = (int)((long long)q * (p + 1) / CPIECES);
+                bulk_wait(&bar[p]);
+                for (int u = u0 + tid; u < u1; u += T) {
+                    const float4 t = s4[u];
+                    s += (t.x + t.y) + (t.z + t.w);
+                }
+            }
+        }
+    } else {
+        for (int base = RV * T + tid; base < nv; base += U * T) {
+            float v[U * V];
+#pragma unroll
+            for (int i = 0; i < U; ++i) {
+                const int j = base + i * T;
+                if (j < nv) ldv<V>(xr + j * V, v + i * V);
+            }
+#pragma unroll
+            for (int i = 0; i < U; ++i) {
+                const int j = base + i * T;
+                if (j < nv) {
+                    stv<V>(sx + (j * V - RF), v + i * V);
+#pragma unroll
+                    for (int k = 0; k < V; ++k) s += v[i * V + k];
+                }
+            }
+        }
+    }
+    const float cnt = (float)n;
+    const float sum = block_sum<CNWARPS>(s, sh);
+    const float mean = n > 0 ? sum / cnt : 0.0f;
+
+    // Pass 2: the chunk's M2 about its own mean (exact two-pass), registers then shared memory.
+    float q2 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RV; ++i) {
+        if (i * T + tid < nv) {
+#pragma unroll
+            for (int k = 0; k < V; ++k) {
+                const float d = r[i * V + k] - mean;
+                q2 += d * d;
+            }
+        }
+    }
+#pragma unroll 4
+    for (int j = RV * T + tid; j < nv; j += T) {
+        float v[V];
+        ldv_shared<V>(sx + (j * V - RF), v);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+            const float d = v[k] - mean;
+            q2 += d * d;
+        }
+    }
+    const float m2 = block_sum<CNWARPS>(q2, sh);
+
+    // Row statistics: warp 0 merges the CL states (lane q holds rank q's, then one Chan
+    // butterfly; every CTA runs the same merges on the same bits, so every CTA gets the same
+    // lane-0 result).
+    if (tid == 0) part = make_float4(cnt, mean, m2, 0.0f);
+    cluster.sync();                                  // all states written, all CTAs running
+    if (tid < 32) {
+        const float4 o = tid < cl ? *cluster.map_shared_rank(&part, tid) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float rn = o.x, rm = o.y, rq = o.z;
+        warp_chan(rn, rm, rq);
+        if (tid == 0) total = make_float2(rm, 1.0f / sqrtf(rq / (float)cols + eps));
+    }
+    __syncthreads();
+    cluster.barrier_arrive();                        // DSMEM reads done; waited on before exit
+
+    // y for the chunk: registers, then shared memory.
+    const float rmean = total.x, rstd = total.y;
+#pragma unroll
+    for (int i = 0; i < RV; ++i) {
+        const int j = i * T + tid;
+        if (j < nv) normalize_store<V>(yr, gr, br, (long long)j * V, r + i * V, rmean, rstd);
+    }
+#pragma unroll(WU)
+    for (int j = RV * T + tid; j < nv; j += T) {
+        float v[V];
+        ldv_shared<V>(sx + (j * V - RF), v);
+        normalize_store<V>(yr, gr, br, (long long)j * V, v, rmean, rstd);
+    }
+    cluster.barrier_wait();                          // no CTA exits while its state may be read
+}
+
 // ---- dispatch ----------------------------------------------------------------------------
 static bool aligned(const void* p, int bytes) { return (uintptr_t)p % (uintptr_t)bytes == 0; }
 
@@ -358,6 +609,74 @@ static int sm_count() {
     return sms;
 }
 
+// Cluster regime: launches it and returns true, or returns false (nothing launched, no error
+// left pending) when it does not apply: no cluster size 2..16 whose chunk fits CLUSTER_REG floats
+// a thread plus CLUSTER_SMEM_KB, or the device cannot run such a cluster.
+template <int V>
+static bool run_cluster(const float* x, const float* gamma, const float* beta, float* y, int rows, int cols,
+                        float eps, cudaStream_t stream) {
+    if constexpr (CLUSTER_SMEM_KB == 0) {
+        return false;
+    } else {
+        constexpr int kSmemMax = CLUSTER_SMEM_KB * 1024;
+        constexpr long long kRegFloats = (long long)CLUSTER_REG * CLUSTER_THREADS;
+        int idx = 0, cl = 2;
+        long long chunk = 0, smem = 0;
+        for (; idx < 4; ++idx, cl <<= 1) {
+            chunk = ((long long)cols + cl - 1) / cl;
+            chunk = (chunk + 3) / 4 * 4;
+            smem = chunk > kRegFloats ? (chunk - kRegFloats) * (long long)sizeof(float) : 0;
+            if (smem <= kSmemMax) break;
+        }
+        if (idx == 4) return false;
+
+        auto kernel = layernorm_cluster<V>;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = (unsigned)cl;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cudaLaunchConfig_t config = {};
+        config.blockDim = dim3(CLUSTER_THREADS, 1, 1);
+        config.stream = stream;
+        config.attrs = attr;
+        config.numAttrs = 1;
+
+        // Kernel attributes and "can a cluster of cl CTAs of kSmemMax bytes run" depend on the
+        // device only: set and asked once per device (per V), never per input.
+        static int state_dev = -1;
+        static signed char usable[4];                // per cluster size: -1 unknown, 0 no, 1 yes
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess) { (void)cudaGetLastError(); return false; }
+        if (dev != state_dev) {
+            state_dev = dev;
+            const bool ok =
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax) == cudaSuccess;
+            const bool nonportable =             // cluster size 16
+                ok && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+            for (int i = 0; i < 4; ++i) usable[i] = (ok && (i < 3 || nonportable)) ? -1 : 0;
+            (void)cudaGetLastError();
+        }
+        if (usable[idx] < 0) {
+            int clusters = 0;
+            config.gridDim = dim3((unsigned)cl, 1, 1);
+            config.dynamicSmemBytes = kSmemMax;
+            usable[idx] =
+                cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
+            (void)cudaGetLastError();
+        }
+        if (!usable[idx]) return false;
+
+        config.gridDim = dim3((unsigned)(rows * cl), 1, 1);
+        config.dynamicSmemBytes = (size_t)smem;
+        if (cudaLaunchKernelEx(&config, kernel, x, gamma, beta, y, cols, (int)chunk, eps) != cudaSuccess) {
+            (void)cudaGetLastError();                // nothing ran: the caller falls back
+            return false;
+        }
+        return true;
+    }
+}
+
 template <int V>
 static void run_rows(const float* x, const float* gamma, const float* beta, float* y, int rows, int cols,
                      float eps, cudaStream_t stream) {
@@ -365,9 +684,11 @@ static void run_rows(const float* x, const float* gamma, const float* beta, floa
         layernorm_cached<V><<<(unsigned)rows, THREADS, 0, stream>>>(x, gamma, beta, y, cols, eps);
         return;
     }
+    const bool few_rows = rows < 2 * sm_count();
+    if (few_rows && run_cluster<V>(x, gamma, beta, y, rows, cols, eps, stream)) return;
     long long splits = ((long long)cols + SPLIT_COLS - 1) / SPLIT_COLS;
     const long long cap = PART_CAP / rows;
-    if (rows >= 2 * sm_count() || cap < 2 || splits < 2) {
+    if (!few_rows || cap < 2 || splits < 2) {
         layernorm_looped<V><<<(unsigned)rows, THREADS, 0, stream>>>(x, gamma, beta, y, cols, eps);
         return;
     }

@@ -14,15 +14,47 @@
 //  3. The last block to finish (a __device__ counter, zeroed on the stream at every call) sums the
 //     partials in double in a fixed order and one warp solves the 10x10 SPD system by Gauss-Jordan
 //     elimination in double (lane i holds row i; SPD: no pivoting needed), writing beta.
+// SPLIT 1 (tiles): block b owns one contiguous range of rows, the n rows cut into gridDim.x
+//   ranges of equal length (a multiple of 4 rows, so every range and tile keeps the base
+//   pointers' alignment mod 16), streamed as tiles of TR rows (the last one partial). SPLIT 0
+//   hands out fixed tiles round robin: with ceil(n / TR) tiles over G blocks, ntiles mod G blocks
+//   take one tile more (at 2^22 rows, 8 of 264 blocks: one latency-bound tile-time alone at the
+//   end, a few us of a ~90 us kernel); equal ranges end every block within a few rows of the others
+//   and each block reads one sequential stream (DRAM pages opened once).
+// FINISH 1 (the fixed costs after streaming, ~1/4 of the time at 2^22 rows with FINISH 0):
+//  - no cudaMemsetAsync before the kernel (a second graph node, ~2 us a call): the finish counter
+//    is a self-resetting ticket (atomicInc wraps it to 0 at gridDim.x - 1, so the last block
+//    leaves it at 0 for the next call on the stream), zero from module load;
+//  - the warp reduction of the 65 sums is a transposed reduce-scatter (Hillis-Steele halving: at
+//    offset o a lane keeps the half of its values its o bit selects and adds the partner's copy of
+//    it): 32 + 16 + 8 + 4 + 2 shuffles leave lane l with 2 of entries 0..63, and entry 64 takes 5
+//    more: 67 shuffles a warp instead of 325 (shuffles issue at one warp-instruction per clock per
+//    SM; 16 warps x 325 is ~3 us of shuffles while the SM's memory pipe idles);
+//  - blocks add their 65 sums into __device__ doubles (native atom.add.f64 in L2), each on its own
+//    128-byte line so that the 65 entries' atomics proceed in different L2 slices, while other
+//    blocks still stream; the last block takes the totals with atomicExch(.., 0) (read and reset
+//    in one step: 65 independent atomics, one L2 round trip) instead of summing 65 x G partials
+//    (the FINISH 0 loop walks them with a dependent double add per load: tens of serial L2
+//    round trips per warp). The sum order of the doubles varies between runs (the task allows
+//    it: determinism tolerance); double accumulation of float partials keeps it ~1e-16 relative.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
 #define THREADS 256         // knob: 128 256 512
 #define ROWS_PER_THREAD 2   // knob: 1 2 4
-#define STAGES 1            // knob: 1 2 3 4
+#define STAGES 2            // knob: 1 2 3 4
 #define BLOCKS_PER_SM 2     // knob: 1 2 4
 #define VEC 4               // knob: 1 4
-// Defaults: STAGES 1 with 2 blocks of 256 threads per SM (22.5 KB each), the fastest of six
+#define SPLIT 1             // knob: 0 1
+#define FINISH 1            // knob: 0 1
+// SPLIT: 0 tiles round robin over the blocks, 1 one contiguous balanced range of rows a block.
+// FINISH: 0 memset counter + per-block partials summed by the last block, 1 self-resetting
+// counter + transposed warp reduction + double atomics (see above).
+// Defaults since the sixteenth session: SPLIT 1, FINISH 1, STAGES 2 (one H100, one evaluate.py
+// process, x of torch at n2^22 / 2^24 / 1e7+19: 6.65 / 6.15 / 6.50, against 5.67 / 5.87 / 6.10 for
+// the earlier SPLIT 0, FINISH 0, STAGES 1; FINISH 1 alone 6.58 / 6.12 / 6.49, SPLIT 1 alone 5.64 /
+// 5.88 / 5.92): the finish, not the stream, was the gap on the short shapes.
+// Earlier: STAGES 1 with 2 blocks of 256 threads per SM (22.5 KB each), the fastest of six
 // settings timed in one process on an H100 (thirteenth session, x of torch at n2^22 / 2^24 /
 // 1e7+19: 6.30 / 6.09 / 6.48, 79 % of speed-of-light at 2^24; the previous __ldg staging 4.88 /
 // 4.53 / 4.87, the naive seed 4.86 / 5.61 / 5.64). Deeper rings read slower there (STAGES 4 with
@@ -39,6 +71,8 @@ static_assert(VEC == 1 || VEC == 4, "VEC must be 1 or 4");
 static_assert(ROWS_PER_THREAD >= 1, "ROWS_PER_THREAD must be positive");
 static_assert(STAGES >= 1 && STAGES <= 8, "STAGES must be 1..8");
 static_assert(BLOCKS_PER_SM >= 1, "BLOCKS_PER_SM must be positive");
+static_assert(SPLIT == 0 || SPLIT == 1, "SPLIT must be 0 or 1");
+static_assert(FINISH == 0 || FINISH == 1, "FINISH must be 0 or 1");
 
 #define P 10
 #define NE 65                 // 55 Gram entries (j <= k) + 10 right-hand-side entries
@@ -55,6 +89,8 @@ static_assert(BLOCKS_PER_SM >= 1, "BLOCKS_PER_SM must be positive");
 static_assert(TR % 4 == 0, "tiles must keep the base pointers' alignment mod 16");
 
 __device__ unsigned int g_done;          // blocks finished in this call
+#define ACC_STRIDE 16                    // doubles between two entries of g_acc: one 128-byte line each
+__device__ double g_acc[NE * ACC_STRIDE]; // FINISH 1: the 65 totals of this call (0 between calls)
 
 // Index of Gram entry (j, k), j <= k, in the accumulation order.
 __device__ __forceinline__ int gram_index(int j, int k) { return j * P - j * (j - 1) / 2 + (k - j); }
@@ -67,6 +103,22 @@ __device__ __forceinline__ void accumulate(float (&acc)[NE], const float (&r)[P]
         for (int k = j; k < P; ++k) acc[e++] += r[j] * r[k];
 #pragma unroll
     for (int j = 0; j < P; ++j) acc[55 + j] += r[j] * yi;
+}
+
+// One level of the transposed warp reduction (FINISH 1): values 0..2H-1 of each lane become H
+// values, at shuffle offset H / 2 (H = 32: offset 16, ... H = 2: offset 1). Both halves are read
+// before the select: written as `up ? acc[i] : acc[i + H]`, nvcc hoisted the selects above the
+// streaming loop and carried both orders of the sums through it (172 registers, one block of 256
+// an SM); this form compiles to 108..116 like FINISH 0.
+template <int H>
+__device__ __forceinline__ void halve(float (&acc)[NE], int lane) {
+    const bool up = (lane & (H / 2)) != 0;
+#pragma unroll
+    for (int i = 0; i < H; ++i) {
+        const float lo = acc[i], hi = acc[i + H];
+        const float got = __shfl_xor_sync(0xffffffffu, up ? lo : hi, H / 2);
+        acc[i] = (up ? hi : lo) + got;
+    }
 }
 
 // cp.async: global -> shared without a register round trip. 16 bytes bypass L1 (.cg); 4 bytes
@@ -115,14 +167,24 @@ lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restr
 
     const int xhead = head_of(X), yhead = head_of(y);
     const int xpad = (4 - xhead) & 3, ypad = (4 - yhead) & 3;    // (pad + head) % 4 == 0
-    const long long ntiles = (n + TR - 1) / TR;
     const long long G = gridDim.x, b = blockIdx.x;
+#if SPLIT
+    const long long per = (((n + 3) / 4 + G - 1) / G) * 4;      // rows a block: a multiple of 4
+    const long long lo = b * per < n ? b * per : n;
+    const long long end = n - lo > per ? lo + per : n;           // this block's rows: [lo, end)
+    const long long mine = (end - lo + TR - 1) / TR;
+    auto tile_row = [&](long long k) { return lo + k * TR; };
+#else
+    const long long ntiles = (n + TR - 1) / TR;
+    const long long end = n;
     const long long mine = b < ntiles ? (ntiles - 1 - b) / G + 1 : 0;   // tiles b, b+G, ...
+    auto tile_row = [&](long long k) { return (b + k * G) * TR; };
+#endif
 
     // Issue the copies of this block's k-th tile into stage s (no commit).
     auto issue = [&](long long k, int s) {
-        const long long r0 = (b + k * G) * TR;
-        const int nr = (int)(n - r0 < TR ? n - r0 : TR);
+        const long long r0 = tile_row(k);
+        const int nr = (int)(end - r0 < TR ? end - r0 : TR);
         float* st = smem + s * STAGE_FLOATS;
         stage_async(X + r0 * P, st + xpad, nr * P, xhead);
         stage_async(y + r0, st + XS_FLOATS + ypad, nr, yhead);
@@ -134,8 +196,8 @@ lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restr
 
     // Accumulate this block's k-th tile from stage s.
     auto compute = [&](long long k, int s) {
-        const long long r0 = (b + k * G) * TR;
-        const int nr = (int)(n - r0 < TR ? n - r0 : TR);
+        const long long r0 = tile_row(k);
+        const int nr = (int)(end - r0 < TR ? end - r0 : TR);
         const float* tile = smem + s * STAGE_FLOATS + xpad;
         const float* ys = smem + s * STAGE_FLOATS + XS_FLOATS + ypad;
 #pragma unroll
@@ -190,6 +252,44 @@ lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restr
 #endif
     __syncthreads();                                             // the stages become scratch
 
+#if FINISH
+    // Transposed warp reduction: at offset o (16 .. 1) a lane keeps the upper half of its K values
+    // when its o bit is set, the lower half otherwise, and adds the partner's copy of that half
+    // (every index compile-time: no local memory). After 5 levels lane l holds the warp sums of
+    // entries base(l) and base(l) + 1, base(l) = 32 b4 + 16 b3 + 8 b2 + 4 b1 + 2 b0 (bits of l).
+    halve<32>(acc, lane);
+    halve<16>(acc, lane);
+    halve<8>(acc, lane);
+    halve<4>(acc, lane);
+    halve<2>(acc, lane);
+    float last64 = acc[64];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) last64 += __shfl_xor_sync(0xffffffffu, last64, off);
+    {
+        const int base = ((lane >> 4) & 1) * 32 + ((lane >> 3) & 1) * 16 + ((lane >> 2) & 1) * 8 +
+                         ((lane >> 1) & 1) * 4 + (lane & 1) * 2;
+        part[base * NWARPS + warp] = acc[0];
+        part[(base + 1) * NWARPS + warp] = acc[1];
+        if (lane == 0) part[64 * NWARPS + warp] = last64;
+    }
+    __syncthreads();
+    if (tid < NE) {
+        float v = 0.0f;
+        for (int w = 0; w < NWARPS; ++w) v += part[tid * NWARPS + w];
+        atomicAdd(&g_acc[tid * ACC_STRIDE], (double)v);
+    }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) last = atomicInc(&g_done, gridDim.x - 1) == gridDim.x - 1;   // wraps to 0: reset
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (tid < NE)                                                // read and reset for the next call
+        total[tid] = __longlong_as_double((long long)atomicExch(
+            reinterpret_cast<unsigned long long*>(&g_acc[tid * ACC_STRIDE]), 0ull));
+    __syncthreads();
+    if (warp != 0) return;
+#else
     // Block reduction of the 65 sums.
 #pragma unroll
     for (int e = 0; e < NE; ++e) {
@@ -222,6 +322,7 @@ lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restr
     }
     __syncthreads();
     if (warp != 0) return;
+#endif
 
     // Gauss-Jordan on [G | c] by warp 0: lane i < 10 holds row i.
     const int i = lane < P ? lane : 0;
@@ -298,8 +399,10 @@ extern "C" int launch(const float* X, const float* y, float* beta, float* worksp
     LaunchInfo info;
     cudaError_t err = launch_info(info);
     if (err != cudaSuccess) return (int)err;
+#if !FINISH
     err = cudaMemsetAsync(info.done, 0, sizeof(unsigned int), stream);
     if (err != cudaSuccess) return (int)err;
+#endif
     long long grid = (rows + TR - 1) / TR;
     const long long cap = (long long)info.sms * (BLOCKS_PER_SM < info.fit ? BLOCKS_PER_SM : info.fit);
     if (grid > cap) grid = cap;

@@ -5,10 +5,21 @@
 //    block-wide max then sum (two reductions, one read of x, one write of y);
 //  - long rows, few of them (rows < 2 * SMs): one thread-block cluster of CL CTAs per row (sm_90),
 //    CL the smallest of 2, 4, 8, 16 whose chunk (cols / CL, rounded up to 4 floats) fits in
-//    CLUSTER_SMEM_KB of shared memory. Each CTA loads its chunk once into shared memory, takes
-//    the chunk's max, replaces each element by exp(x - chunk max) and sums them; the CL partial
-//    (max, sum) states are merged through DSMEM (the same order, so the same bits, in every CTA)
-//    and each CTA writes its chunk from shared memory: one read of x, one write of y, one launch.
+//    CLUSTER_REG floats a thread of registers plus CLUSTER_SMEM_KB of shared memory. Each CTA
+//    loads its chunk once: the first CLUSTER_REG * CLUSTER_THREADS floats into registers
+//    (coalesced, all in flight at once), the rest into shared memory, by loads staged through
+//    registers (16 floats a thread in flight) or, with CLUSTER_TMA 1 and float4 alignment, by
+//    CPIECES bulk copies (cp.async.bulk, one mbarrier each, issued by thread 0: the whole chunk in
+//    flight, no staging registers, the max starts on the first piece while the others land). It
+//    takes the chunk's max, replaces each element by exp(x - chunk max) and sums them; the CL
+//    partial (max, sum) states are merged through DSMEM (the same order, so the same bits, in
+//    every CTA) and each CTA writes its chunk from registers and shared memory: one read of x,
+//    one write of y, one launch. Why CLUSTER_REG: 32 rows of 262144 floats (32 MB) exceed the
+//    GPU's shared memory (132 x 227 KB = 30 MB), so with shared memory alone the clusters run in
+//    two waves, the second a quarter full (at 64 KB, 16 CTAs a row, 3 CTAs a SM: 24 of the 32
+//    clusters at once); the register file (256 KB a SM, idle here) holds the rest, e.g. 16
+//    floats x 256 threads = 16 KB of each 64 KB chunk, 48 KB in shared memory, 4 CTAs a SM at
+//    <= 64 registers: all 32 rows resident in one wave where the GPCs can place the clusters.
 //    Without a cluster that fits (CLUSTER_SMEM_KB 0, a row too long for 16 chunks, a device
 //    without room for the cluster), the two regimes below;
 //  - long rows otherwise: an online (max, sum of exp) over chunks of ITEMS elements per thread.
@@ -34,11 +45,19 @@ namespace cg = cooperative_groups;
 #define VEC 4               // knob: 1 2 4
 #define CLUSTER_SMEM_KB 64  // knob: 0 64 96 128 192
 #define CLUSTER_THREADS 256 // knob: 128 256 512 1024
+#define CLUSTER_REG 16      // knob: 0 8 16 32
+#define CLUSTER_TMA 1       // knob: 0 1
+// Defaults: CLUSTER_REG 16 and CLUSTER_TMA 1 since the sixteenth session: long_rows (32 x 262144)
+// on an H100 read 0.0346 ms (3.20x torch) against 0.0368 ms (3.01x) with the chunk all in shared
+// memory and register-staged loads, in one process; CLUSTER_TMA 0 0.0358, 96 KB with 512 threads
+// 0.0351, 192 KB with 1024 threads 0.0426.
 // CLUSTER_SMEM_KB: shared memory a CTA of the cluster regime may cache (0: regime off);
-// CLUSTER_THREADS: that kernel's block size.
+// CLUSTER_THREADS: that kernel's block size; CLUSTER_REG: floats of its chunk each thread holds
+// in registers; CLUSTER_TMA: bulk copies (1) or register-staged loads (0) into shared memory.
 // Knob constraints (evo_fsr/knobs.py): a row cached in registers must fit (64 registers per
-// thread at 1024 threads).
+// thread at 1024 threads), in both the block-per-row and the cluster regime.
 // constraint: THREADS * ITEMS <= 16384
+// constraint: CLUSTER_REG * CLUSTER_THREADS <= 16384
 
 static_assert(THREADS * ITEMS <= 16384, "knob constraint: THREADS * ITEMS <= 16384");
 static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024, "THREADS: a warp multiple <= 1024");
@@ -51,9 +70,22 @@ static_assert(CLUSTER_SMEM_KB >= 0 && CLUSTER_SMEM_KB <= 224,
               "CLUSTER_SMEM_KB in 0..224 (sm_90: 227 KB per block, static shared memory included)");
 static_assert(CLUSTER_THREADS % 32 == 0 && CLUSTER_THREADS >= 64 && CLUSTER_THREADS <= 1024,
               "CLUSTER_THREADS: a warp multiple in 64..1024");
+static_assert(CLUSTER_REG * CLUSTER_THREADS <= 16384, "knob constraint: CLUSTER_REG * CLUSTER_THREADS <= 16384");
+static_assert(CLUSTER_REG % 4 == 0 && CLUSTER_REG >= 0, "CLUSTER_REG: a multiple of 4 (whole float4s)");
+static_assert(CLUSTER_TMA == 0 || CLUSTER_TMA == 1, "CLUSTER_TMA: 0 or 1");
 
 #define NWARPS (THREADS / 32)
 #define CNWARPS (CLUSTER_THREADS / 32)
+#define CPIECES 4           // bulk copies (one mbarrier each) per chunk in the cluster regime
+// Cluster kernel's minimum CTAs a SM (its register cap): about 40 registers of work plus the
+// CLUSTER_REG cached floats a thread, at most what CLUSTER_SMEM_KB (plus 1 KB reserved a CTA)
+// and 2048 threads a SM allow.
+#define CMINB_REG (65536 / (CLUSTER_THREADS * (CLUSTER_REG + 40)))
+#define CMINB_SMEM (228 / (CLUSTER_SMEM_KB + 1))
+#define CMINB_THR (2048 / CLUSTER_THREADS)
+#define CMINB_2 (CMINB_REG < CMINB_SMEM ? CMINB_REG : CMINB_SMEM)
+#define CMINB_3 (CMINB_2 < CMINB_THR ? CMINB_2 : CMINB_THR)
+#define CLUSTER_MIN_BLOCKS (CMINB_3 > 1 ? CMINB_3 : 1)
 #define PART_CAP 65536      // (max, sum) partials of the split regime
 
 __device__ float2 g_part[PART_CAP];
@@ -337,71 +369,155 @@ __device__ __forceinline__ float tree_sum(const float* a) {
 }
 
 // ---- long rows, few of them: one thread-block cluster per row -----------------------------
-// Grid: rows * CL CTAs, clusters of CL along x. CTA rank r caches columns [r * chunk,
-// min((r + 1) * chunk, cols)) of row blockIdx.x / CL in dynamic shared memory (chunk % 4 == 0,
-// so every chunk start keeps the row's alignment); an empty chunk contributes (-inf, 0).
+// Bulk copies global -> shared memory (sm_90 TMA, 1-D: 16-byte aligned addresses, a multiple of
+// 16 bytes), each completing on its own mbarrier (phase 0: used once).
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void bulk_load(float* dst, const float* src, unsigned bytes, unsigned long long* bar) {
+    const unsigned b = shared_address(bar);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+    if (bytes > 0)
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(b) : "memory");
+}
+
+__device__ __forceinline__ void bulk_wait(unsigned long long* bar) {
+    asm volatile("{\n\t.reg .pred done;\n"
+                 "WAIT_%=:\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n\t"
+                 "@!done bra WAIT_%=;\n}" ::"r"(shared_address(bar)) : "memory");
+}
+
+// Grid: rows * CL CTAs, clusters of CL along x. CTA rank r owns columns [r * chunk,
+// min((r + 1) * chunk, cols)) of row blockIdx.x / CL (chunk % 4 == 0, so every chunk start keeps
+// the row's alignment); an empty chunk contributes (-inf, 0). Of the chunk's n floats, the first
+// RF = CLUSTER_REG * CLUSTER_THREADS live in registers (thread t holds vectors i *
+// CLUSTER_THREADS + t, i < CLUSTER_REG / V) and floats [RF, n) in dynamic shared memory (sx[0]
+// is float RF).
 template <int V>
-__global__ void __launch_bounds__(CLUSTER_THREADS, 1)
+__global__ void __launch_bounds__(CLUSTER_THREADS, CLUSTER_MIN_BLOCKS)
 softmax_cluster(const float* __restrict__ x, float* __restrict__ y, int cols, int chunk) {
+    constexpr int T = CLUSTER_THREADS;
+    constexpr int RV = CLUSTER_REG / V;              // vectors a thread holds in registers
+    constexpr int RF = CLUSTER_REG * T;              // floats of the chunk in registers
     constexpr int U = 16 / V;                        // vectors per thread in flight (16 floats)
     constexpr int R = 4;                             // vectors per step of the smem passes
+    constexpr bool BULK = CLUSTER_TMA != 0 && V == 4;
     extern __shared__ float4 cluster_smem[];
     float* sx = reinterpret_cast<float*>(cluster_smem);
     __shared__ float sh[CNWARPS + 1];
     __shared__ float2 part;                          // this CTA's (max, sum), read via DSMEM
     __shared__ float2 total;                         // the row's (max, sum)
+    __shared__ unsigned long long bar[CPIECES];
     const cg::cluster_group cluster = cg::this_cluster();
     const int cl = (int)cluster.num_blocks();
     const int rank = (int)cluster.block_rank();
     const int tid = threadIdx.x;
-    const int c0 = rank * chunk;
-    const int nv = max(min(chunk, cols - c0), 0) / V;          // vectors in this chunk
+    const int c0 = min(rank * chunk, cols);
+    const int nv = min(chunk, cols - c0) / V;        // vectors in this chunk
+    const int ns = nv * V > RF ? nv * V - RF : 0;    // floats in shared memory
     const long long off = (long long)(blockIdx.x / cl) * cols + c0;
     const float* xr = x + off;
     float* yr = y + off;
 
-    // Load the chunk once (coalesced, U loads in flight), cache it, thread max.
-    float m = -INFINITY;
-    for (int base = tid; base < nv; base += U * CLUSTER_THREADS) {
-        float v[U * V];
+    // Issue every load of the chunk before consuming any: the bulk copies (thread 0), then the
+    // register part.
+    if constexpr (BULK) {
+        if (ns > 0 && tid == 0) {
 #pragma unroll
-        for (int i = 0; i < U; ++i) {
-            const int j = base + i * CLUSTER_THREADS;
-            if (j < nv) ldv<V>(xr + j * V, v + i * V);
+            for (int p = 0; p < CPIECES; ++p)
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&bar[p])) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");   // the inits, seen by the copies
+            const int q = ns / 4;                    // float4s (ns % 4 == 0 when V == 4)
+#pragma unroll
+            for (int p = 0; p < CPIECES; ++p) {
+                const int u0 = (int)((long long)q * p / CPIECES), u1 = (int)((long long)q * (p + 1) / CPIECES);
+                bulk_load(sx + 4 * u0, xr + RF + 4 * u0, (unsigned)(u1 - u0) * 16u, &bar[p]);
+            }
         }
+    }
+    float r[CLUSTER_REG > 0 ? CLUSTER_REG : 1];
 #pragma unroll
-        for (int i = 0; i < U; ++i) {
-            const int j = base + i * CLUSTER_THREADS;
-            if (j < nv) {
-                stv<V>(sx + j * V, v + i * V);
+    for (int i = 0; i < RV; ++i) {
+        const int j = i * T + tid;
+        if (j < nv) {
+            ldv<V>(xr + j * V, r + i * V);
+        } else {
 #pragma unroll
-                for (int k = 0; k < V; ++k) m = fmaxf(m, v[i * V + k]);
+            for (int k = 0; k < V; ++k) r[i * V + k] = -INFINITY;
+        }
+    }
+    if constexpr (BULK) __syncthreads();             // the mbarriers' init, before any wait
+
+    // The chunk's max: registers, then shared memory (as it lands, or as it is staged in).
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < RV * V; ++k) m = fmaxf(m, r[k]);     // padding is -inf
+    if constexpr (BULK) {
+        if (ns > 0) {
+            const int q = ns / 4;
+            const float4* s4 = reinterpret_cast<const float4*>(sx);
+#pragma unroll 1
+            for (int p = 0; p < CPIECES; ++p) {
+                const int u0 = (int)((long long)q * p / CPIECES), u1 = (int)((long long)q * (p + 1) / CPIECES);
+                bulk_wait(&bar[p]);
+                for (int u = u0 + tid; u < u1; u += T) {
+                    const float4 t = s4[u];
+                    m = fmaxf(m, fmaxf(fmaxf(t.x, t.y), fmaxf(t.z, t.w)));
+                }
+            }
+        }
+    } else {
+        for (int base = RV * T + tid; base < nv; base += U * T) {
+            float v[U * V];
+#pragma unroll
+            for (int i = 0; i < U; ++i) {
+                const int j = base + i * T;
+                if (j < nv) ldv<V>(xr + j * V, v + i * V);
+            }
+#pragma unroll
+            for (int i = 0; i < U; ++i) {
+                const int j = base + i * T;
+                if (j < nv) {
+                    stv<V>(sx + (j * V - RF), v + i * V);
+#pragma unroll
+                    for (int k = 0; k < V; ++k) m = fmaxf(m, v[i * V + k]);
+                }
             }
         }
     }
     m = block_all<true, CNWARPS>(m, sh);
 
-    // exp(x - chunk max) in place; R * V partial sums per thread, then a tree.
+    // exp(x - chunk max) in place (registers, then shared memory); R * V partial sums per thread
+    // for the shared part, then a tree, plus the register part's sum.
+    float rs = 0.0f;
+#pragma unroll
+    for (int k = 0; k < RV * V; ++k) {
+        r[k] = expf(r[k] - m);                       // padding: expf(-inf) = 0
+        rs += r[k];
+    }
     float acc[R * V];
 #pragma unroll
     for (int k = 0; k < R * V; ++k) acc[k] = 0.0f;
-    for (int base = tid; base < nv; base += R * CLUSTER_THREADS) {
+    for (int base = RV * T + tid; base < nv; base += R * T) {
 #pragma unroll
         for (int i = 0; i < R; ++i) {
-            const int j = base + i * CLUSTER_THREADS;
+            const int j = base + i * T;
             if (j < nv) {
                 float v[V];
-                ldv<V, false>(sx + j * V, v);
+                ldv<V, false>(sx + (j * V - RF), v);
 #pragma unroll
                 for (int k = 0; k < V; ++k) {
                     v[k] = expf(v[k] - m);
                     acc[i * V + k] += v[k];
                 }
-                stv<V>(sx + j * V, v);
+                stv<V>(sx + (j * V - RF), v);
             }
         }
     }
-    const float s = block_all<false, CNWARPS>(tree_sum<R * V>(acc), sh);
+    const float s = block_all<false, CNWARPS>(tree_sum<R * V>(acc) + rs, sh);
 
     // Row state: warp 0 merges the CL partials (lane q holds rank q's; the butterfly gives every
     // lane, and every CTA, the same bits).
@@ -409,19 +525,28 @@ softmax_cluster(const float* __restrict__ x, float* __restrict__ y, int cols, in
     cluster.sync();                                  // all parts written, all CTAs running
     if (tid < 32) {
         const float2 q = tid < cl ? *cluster.map_shared_rank(&part, tid) : make_float2(-INFINITY, 0.0f);
-        float rm = q.x, rs = q.y;
-        warp_merge(rm, rs);
-        if (tid == 0) total = make_float2(rm, rs);
+        float rm = q.x, rsum = q.y;
+        warp_merge(rm, rsum);
+        if (tid == 0) total = make_float2(rm, rsum);
     }
     __syncthreads();
     cluster.barrier_arrive();                        // DSMEM reads done; waited on before exit
 
     // y = exp(x - chunk max) * exp(chunk max - row max) / row sum (m is finite when nv > 0).
     const float scale = expf(m - total.x) / total.y;
+#pragma unroll
+    for (int i = 0; i < RV; ++i) {
+        const int j = i * T + tid;
+        if (j < nv) {
+#pragma unroll
+            for (int k = 0; k < V; ++k) r[i * V + k] *= scale;
+            stv<V>(yr + j * V, r + i * V);
+        }
+    }
 #pragma unroll 4
-    for (int j = tid; j < nv; j += CLUSTER_THREADS) {
+    for (int j = RV * T + tid; j < nv; j += T) {
         float v[V];
-        ldv<V, false>(sx + j * V, v);
+        ldv<V, false>(sx + (j * V - RF), v);
 #pragma unroll
         for (int k = 0; k < V; ++k) v[k] *= scale;
         stv<V>(yr + j * V, v);
@@ -444,20 +569,22 @@ static int sm_count() {
 }
 
 // Cluster regime: launches it and returns true, or returns false (nothing launched, no error
-// left pending) when it does not apply: no cluster size 2..16 whose chunk fits CLUSTER_SMEM_KB,
-// or the device cannot run such a cluster.
+// left pending) when it does not apply: no cluster size 2..16 whose chunk fits CLUSTER_REG floats
+// a thread plus CLUSTER_SMEM_KB, or the device cannot run such a cluster.
 template <int V>
 static bool run_cluster(const float* x, float* y, int rows, int cols, cudaStream_t stream) {
     if constexpr (CLUSTER_SMEM_KB == 0) {
         return false;
     } else {
         constexpr int kSmemMax = CLUSTER_SMEM_KB * 1024;
+        constexpr long long kRegFloats = (long long)CLUSTER_REG * CLUSTER_THREADS;
         int idx = 0, cl = 2;
-        long long chunk = 0;
+        long long chunk = 0, smem = 0;
         for (; idx < 4; ++idx, cl <<= 1) {
             chunk = ((long long)cols + cl - 1) / cl;
             chunk = (chunk + 3) / 4 * 4;
-            if (chunk * (long long)sizeof(float) <= kSmemMax) break;
+            smem = chunk > kRegFloats ? (chunk - kRegFloats) * (long long)sizeof(float) : 0;
+            if (smem <= kSmemMax) break;
         }
         if (idx == 4) return false;
 
@@ -499,7 +626,7 @@ static bool run_cluster(const float* x, float* y, int rows, int cols, cudaStream
         if (!usable[idx]) return false;
 
         config.gridDim = dim3((unsigned)(rows * cl), 1, 1);
-        config.dynamicSmemBytes = (size_t)chunk * sizeof(float);
+        config.dynamicSmemBytes = (size_t)smem;
         if (cudaLaunchKernelEx(&config, kernel, x, y, cols, (int)chunk) != cudaSuccess) {
             (void)cudaGetLastError();                // nothing ran: the caller falls back
             return false;
