@@ -31,14 +31,14 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 nvidia-smi -L
 case "${1:-tests}" in
 tests)
-    # five groups at once (correctness only; ~270 s on an H100, where one after another passes
+    # five groups at once (correctness only; ~400 s on an H100 in the sixteenth session, ~270 s before, where one after another passes
     # the 600 s a device call may run); a fault in one group leaves the others' CUDA contexts alone
     step "evaluator, edges, families, distributions, fused checks, export, LLM (5 groups in parallel)"
-    timeout 450 $P tests/gpu/test_evaluator_gpu.py tests/gpu/test_edges_gpu.py > "$out/t_eval.log" 2>&1 &
-    timeout 450 $P tests/gpu/test_families_a_gpu.py tests/gpu/test_export_gpu.py > "$out/t_families_a.log" 2>&1 &
-    timeout 450 $P tests/gpu/test_families_b_gpu.py -k validates > "$out/t_families_b1.log" 2>&1 &
-    timeout 450 $P tests/gpu/test_families_b_gpu.py -k aligned > "$out/t_families_b2.log" 2>&1 &
-    timeout 450 $P -s tests/gpu/test_distributions_gpu.py tests/gpu/test_fused_checks_gpu.py tests/gpu/test_llm_gpu.py \
+    timeout 540 $P tests/gpu/test_evaluator_gpu.py tests/gpu/test_edges_gpu.py > "$out/t_eval.log" 2>&1 &
+    timeout 540 $P tests/gpu/test_families_a_gpu.py tests/gpu/test_export_gpu.py > "$out/t_families_a.log" 2>&1 &
+    timeout 540 $P tests/gpu/test_families_b_gpu.py -k validates > "$out/t_families_b1.log" 2>&1 &
+    timeout 540 $P tests/gpu/test_families_b_gpu.py -k aligned > "$out/t_families_b2.log" 2>&1 &
+    timeout 540 $P -s tests/gpu/test_distributions_gpu.py tests/gpu/test_fused_checks_gpu.py tests/gpu/test_llm_gpu.py \
         > "$out/t_dist_llm.log" 2>&1 &
     wait
     for log in "$out"/t_*.log; do echo "-- $(basename "$log")"; grep -E "^(FAILED|ERROR)" "$log" | head -n 5; tail -n 1 "$log"; done
