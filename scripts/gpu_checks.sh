@@ -31,8 +31,9 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 nvidia-smi -L
 case "${1:-tests}" in
 tests)
-    # five groups at once (correctness only; ~400 s on an H100 in the sixteenth session, ~270 s before, where one after another passes
-    # the 600 s a device call may run); a fault in one group leaves the others' CUDA contexts alone
+    # five groups at once (correctness only; the longest group took ~400 s on an H100 in the
+    # sixteenth session; one after another they pass the 600 s a device call may run); a fault in
+    # one group leaves the others' CUDA contexts alone
     step "evaluator, edges, families, distributions, fused checks, export, LLM (5 groups in parallel)"
     timeout 540 $P tests/gpu/test_evaluator_gpu.py tests/gpu/test_edges_gpu.py > "$out/t_eval.log" 2>&1 &
     timeout 540 $P tests/gpu/test_families_a_gpu.py tests/gpu/test_export_gpu.py > "$out/t_families_a.log" 2>&1 &
