@@ -166,30 +166,29 @@ def emulate_aligned(rows: int, cols: int, k: dict[str, int], yoff_floats: int) -
         assert np.all(o_sorted[1:][same] == o_sorted[:-1][same]), "a y sector/line is split between blocks"
 
 
+def _carry_walk(n: int, items: int, major_end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The strip2 kernel's divmod-free walk over rows of length ``n``: (major, minor, in range)
+    of every (item, thread), minor carried into major as the kernel does; in range: major <
+    ``major_end``."""
+    t = np.arange(STRIP_THREADS, dtype=np.int64)
+    major, minor = t // n, t % n
+    d_major, d_minor = STRIP_THREADS // n, STRIP_THREADS % n
+    majors, minors, valid = [], [], []
+    for it in range(items):
+        assert np.array_equal(major * n + minor, t + it * STRIP_THREADS) and np.all((minor >= 0) & (minor < n))
+        majors.append(major.copy()); minors.append(minor.copy()); valid.append(major < major_end)
+        major, minor = major + d_major, minor + d_minor
+        wrap = minor >= n
+        minor, major = np.where(wrap, minor - n, minor), np.where(wrap, major + 1, major)
+    return np.concatenate(majors), np.concatenate(minors), np.concatenate(valid)
+
+
 def _strip_pattern(nr: int, nc: int, items: int) -> tuple[np.ndarray, ...]:
     """The strip2 kernel's per-thread carries for one block shape: load (r, c) and store (c, r)
     of every (thread, item), and whether it is in range."""
-    t = np.arange(STRIP_THREADS, dtype=np.int64)
-    lr, lc, lv, sr, sc, sv = [], [], [], [], [], []
-    r, c = t // nc, t % nc
-    dr, dc = STRIP_THREADS // nc, STRIP_THREADS % nc
-    for it in range(items):
-        kk = t + it * STRIP_THREADS
-        assert np.array_equal(r * nc + c, kk) and np.all((c >= 0) & (c < nc))
-        lr.append(r.copy()); lc.append(c.copy()); lv.append(r < nr)
-        r, c = r + dr, c + dc
-        wrap = c >= nc
-        c, r = np.where(wrap, c - nc, c), np.where(wrap, r + 1, r)
-    c, r = t // nr, t % nr
-    dc, dr = STRIP_THREADS // nr, STRIP_THREADS % nr
-    for it in range(items):
-        kk = t + it * STRIP_THREADS
-        assert np.array_equal(c * nr + r, kk) and np.all((r >= 0) & (r < nr))
-        sr.append(r.copy()); sc.append(c.copy()); sv.append(c < nc)
-        c, r = c + dc, r + dr
-        wrap = r >= nr
-        r, c = np.where(wrap, r - nr, r), np.where(wrap, c + 1, c)
-    return tuple(np.concatenate(a) for a in (lr, lc, lv, sr, sc, sv))
+    lr, lc, lv = _carry_walk(nc, items, nr)          # loads: along x rows of nc
+    sc, sr, sv = _carry_walk(nr, items, nc)          # stores: along y rows of nr
+    return lr, lc, lv, sr, sc, sv
 
 
 def emulate_strip2(rows: int, cols: int, k: dict[str, int], resident: int) -> None:
