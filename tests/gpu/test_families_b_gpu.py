@@ -26,6 +26,7 @@ from evo_fsr.verdict.compile import compile_source
 from evo_fsr.verdict.evaluate import EvalConfig, Evaluator
 from evo_fsr.verdict.inputs import make_case, np_dtype, scalars_of
 from evo_fsr.verdict.validate import check_outputs
+from tests.gpu.shard import shard
 
 pytestmark = pytest.mark.gpu
 
@@ -69,6 +70,22 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
          "CLUSTER_REG": "8", "CLUSTER_TMA": "0"},
         {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "128", "CLUSTER_THREADS": "1024",
          "CLUSTER_REG": "16", "CLUSTER_TMA": "1"},
+        # CLUSTER_PERSIST 1: persistent clusters, two chunk buffers a CTA (the next row's bulk copies
+        # in flight during this row's merge and write). THREADS * ITEMS < 1000 and WARP_ITEMS <= 16
+        # send the validation shapes with cols % 4 == 0 into the cluster regime: 33 x 1000 runs on 9
+        # clusters (33 % 9 = 6, up to 4 rows a cluster: both buffers, both parities), 4 x 1024 on one;
+        # the third keeps the whole chunk in registers; the last two (CLUSTER_TMA 0, VEC 2) take the
+        # fallback (one cluster a row)
+        {"WARP_ITEMS": "16", "THREADS": "128", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "32",
+         "CLUSTER_THREADS": "256", "CLUSTER_REG": "0", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1"},
+        {"WARP_ITEMS": "8", "THREADS": "128", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "16",
+         "CLUSTER_THREADS": "128", "CLUSTER_REG": "0", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1"},
+        {"WARP_ITEMS": "4", "THREADS": "128", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "16",
+         "CLUSTER_THREADS": "1024", "CLUSTER_REG": "8", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1"},
+        {"WARP_ITEMS": "16", "THREADS": "128", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "32",
+         "CLUSTER_THREADS": "256", "CLUSTER_TMA": "0", "CLUSTER_PERSIST": "1"},
+        {"WARP_ITEMS": "16", "THREADS": "128", "ITEMS": "4", "VEC": "2", "CLUSTER_SMEM_KB": "32",
+         "CLUSTER_THREADS": "256", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1"},
     ],
     # cross_entropy/tiled: the warp-chunk regime with run-time C (4 rows a lane, float4, read-only
     # loads) and with compile-time C (scalar coalesced loads, one row a lane), the earlier two
@@ -83,6 +100,17 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         # FINISH 1: the self-resetting counter and the last block's loads eight at a time
         {"FINISH": "1"},
         {"FINISH": "1", "THREADS": "512", "BLOCKS_PER_SM": "4", "FIXED_C": "0", "VEC": "1", "SMALL_C": "16"},
+        # PREFETCH 1: the next chunk's float4s and labels in registers during this chunk's rows (C = 10;
+        # the skewed slice at C = 16 with 128 threads); PREFETCH 2: a bulk-copy ring a warp, 2 and 3
+        # stages (parities flip), past the 48 KB opt-in (clamped to one block), at 32 registers.
+        # Partial chunks: N = 1000003 and 65537; misaligned logits: the 4-byte-aligned test below
+        {"PREFETCH": "1"},
+        {"PREFETCH": "1", "THREADS": "128", "ROWS_PER_THREAD": "4", "BLOCKS_PER_SM": "2", "CACHE": "0"},
+        {"PREFETCH": "2"},
+        {"PREFETCH": "2", "PIPE_STAGES": "3", "ROWS_PER_THREAD": "1"},
+        {"PREFETCH": "2", "PIPE_STAGES": "3", "THREADS": "512", "ROWS_PER_THREAD": "4", "SMALL_C": "16",
+         "BLOCKS_PER_SM": "2"},
+        {"PREFETCH": "2", "ROWS_PER_THREAD": "1", "BLOCKS_PER_SM": "8", "FIXED_C": "10"},
     ],
     # maxpool3d/planes: the scalar-tap regime (0), the register-window regime (1) and the default
     # band regime (2) at its narrowest band and output groups
@@ -110,10 +138,17 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
     ("histogram", "privatized"): [
         {"AGG": "0", "COPIES": "1", "VEC": "1", "THREADS": "256", "BLOCKS_PER_SM": "4", "ITEMS": "1"},
         {"AGG": "1", "COPIES": "16", "THREADS": "1024", "BLOCKS_PER_SM": "1", "ITEMS": "4", "VEC": "4"},
+        # FINISH 1: no memset; the last block (a self-resetting ticket) moves the device bins to hist
+        {"FINISH": "1"},
+        {"FINISH": "1", "AGG": "0", "COPIES": "1", "VEC": "1", "THREADS": "256", "BLOCKS_PER_SM": "4", "ITEMS": "1"},
     ],
     ("monte_carlo", "persistent"): [
         {"VEC": "1", "ITEMS": "4", "THREADS": "1024", "BLOCKS_PER_SM": "1"},
         {"VEC": "4", "ITEMS": "1", "THREADS": "128", "BLOCKS_PER_SM": "8"},
+        # FINISH 1: the self-resetting ticket (every validation shape in turn, grids of different
+        # sizes: a ticket left stale by one would show) and the batched last-block loads
+        {"FINISH": "1"},
+        {"FINISH": "1", "VEC": "1", "ITEMS": "4", "THREADS": "1024", "BLOCKS_PER_SM": "2"},
     ],
     # linear_regression/gram: the cp.async ring at one stage (load, wait, compute), two stages with
     # 4-byte copies only, three stages past the 48 KB opt-in, four stages at 180 KB a block
@@ -132,12 +167,16 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         {"SPLIT": "1", "FINISH": "1", "THREADS": "128", "ROWS_PER_THREAD": "4", "STAGES": "4", "BLOCKS_PER_SM": "4",
          "VEC": "4"},
     ],
-    # default: one CTA cached (N <= 32768), a cluster of 8 cached above; these: one CTA for every
-    # N (cached, then re-reading x past 49152 keys), and a cluster of 4 (uncached at N = 2^18)
+    # default: one CTA cached (N <= 32768), a cluster of 16 cached above (8 where 16 cannot be
+    # scheduled), plain shared atomics; these: one CTA for every N (cached, then re-reading x past
+    # 49152 keys), a cluster of 4 (uncached at N = 2^18), 2, the old defaults (8, match-any
+    # aggregation), and 16 from N = 4097 up with 512 threads re-reading x from L2
     ("topk", "radix_select"): [
         {"SINGLE_MAX": "262144", "THREADS": "512", "ITEMS": "4", "RADIX_BITS": "11", "AGG": "0"},
         {"SINGLE_MAX": "4096", "CLUSTER": "4", "RADIX_BITS": "4", "ITEMS": "1", "AGG": "1"},
         {"SINGLE_MAX": "4096", "CLUSTER": "2", "CACHE": "0", "THREADS": "512", "ITEMS": "2"},
+        {"CLUSTER": "8", "AGG": "1"},
+        {"SINGLE_MAX": "4096", "CLUSTER": "16", "CACHE": "0", "THREADS": "512", "ITEMS": "4", "AGG": "0"},
     ],
     # sort/radix: every shape through the digit passes (N = 1 included), 5 passes (odd parity,
     # a 4-bit last digit), tiles of 512 (several per CTA); 8-bit digits scanned 2 per thread with
@@ -150,7 +189,10 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         {"RADIX_BITS": "4", "THREADS": "512", "ITEMS": "8", "BLOCKS_PER_SM": "4", "SMALL_N": "8192", "PDL": "1"},
     ],
 }
-CASES = [(task, seed, i) for (task, seed), combos in COMBOS.items() for i in range(len(combos) + 1)]
+# FAMILY_SHARD=i/n keeps every n-th case from the i-th (scripts/gpu_checks.sh runs each test in two
+# processes: one took 522 s of its 540 s on an H100 in the seventeenth session, mostly nvcc)
+CASES = shard([(task, seed, i) for (task, seed), combos in COMBOS.items() for i in range(len(combos) + 1)],
+              "FAMILY_SHARD")
 
 _evaluators: dict[str, Evaluator] = {}
 

@@ -12,13 +12,12 @@ tasks take about 9 minutes on an H100, so ``SWEEP_SHARD=i/n`` keeps every n-th t
 (1-based; `gpu_checks.sh sweep 1` and `sweep 2` are one device call each)."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from evo_fsr.tasks import discover, get_task
 from evo_fsr.types import Candidate, Status
 from evo_fsr.verdict.evaluate import EvalConfig, Evaluator
+from tests.gpu.shard import shard
 
 pytestmark = pytest.mark.gpu
 
@@ -29,18 +28,7 @@ SWEEP = EvalConfig(max_trials=2, min_trials=1, min_windows=2, time_budget_s=0.05
                    library=False, validation_seeds=1)
 
 
-def _shard(names: list[str]) -> list[str]:
-    spec = os.environ.get("SWEEP_SHARD", "1/1")
-    try:
-        index, count = (int(part) for part in spec.split("/"))
-    except ValueError:
-        raise ValueError(f"SWEEP_SHARD={spec!r}: expected i/n, e.g. 1/2") from None
-    if not 1 <= index <= count:
-        raise ValueError(f"SWEEP_SHARD={spec!r}: i must be in 1..n")
-    return names[index - 1::count]
-
-
-@pytest.mark.parametrize("task_name", _shard(discover()))
+@pytest.mark.parametrize("task_name", shard(discover(), "SWEEP_SHARD"))
 def test_every_seed_of_every_task_passes_the_benchmark_sweep(task_name: str) -> None:
     """OK, with every (benchmark shape, other distribution) pair run once."""
     task = get_task(task_name)

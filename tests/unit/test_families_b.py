@@ -46,6 +46,8 @@ COVERED_KNOBS: dict[tuple[str, str], tuple[str, ...]] = {
     ("cross_entropy", "tiled"): ("FIXED_C", "VEC", "FINISH"),
     ("maxpool3d", "planes"): ("REGIME",),
     ("linear_regression", "gram"): ("STAGES", "VEC", "SPLIT", "FINISH"),
+    ("monte_carlo", "persistent"): ("VEC", "FINISH"),
+    ("histogram", "privatized"): ("AGG", "FINISH"),
 }
 
 Compiled = dict[tuple[str, str], list[tuple[dict[str, str], CompileResult]]]

@@ -36,6 +36,33 @@
 //  - the last block reads the partials 8 loads a thread at a time (all issued before any add:
 //    one L2 round trip for up to 8 x THREADS blocks) instead of one dependent load per add, and
 //    still sums them in a fixed order (deterministic).
+// PREFETCH (the hypothesis it tested; measured below, not taken): on one H100 in one process, fits of time =
+// bytes / rate + fixed gave ~2.81 TB/s + ~7 us for this family against ~3.18 TB/s + ~6.5 us for
+// sum_reduction (both read-only), so the streaming rate is the gap (the 90 %-of-copy target, 2934
+// GB/s copy, puts n_4M at <= ~66 us; 72.9 us now). At PREFETCH 0 a warp issues the loads of its
+// chunk i + 1 only after it has stored chunk i to its slice and computed its rows, so it has
+// nothing in flight while it computes (expf of 20 floats a lane, the row loops): with 32 warps an
+// SM that may leave too few bytes in flight on average. PREFETCH 1 and 2 keep the next chunk(s)
+// in flight during the compute (compile-time C only; other chunks take the ordinary path):
+//  - PREFETCH 1: register software pipelining of the full chunks (float4-aligned logits): the
+//    float4s and labels of the warp's next chunk are loaded into registers before the current
+//    chunk is computed from the slice, then stored to the slice (__syncwarp on either side). The
+//    prefetched registers live across the compute, so an instantiation has it only where they fit
+//    the __launch_bounds__ budget without spilling (prefetch_fits; at the defaults C = 2..13).
+//  - PREFETCH 2: a ring of PIPE_STAGES chunk buffers per warp filled by the bulk copy engine
+//    (cp.async.bulk, one mbarrier per stage, lane 0 issues, all lanes wait on the stage's phase
+//    parity): up to PIPE_STAGES - 1 chunks land while the warp computes one, at no register cost;
+//    labels are loaded one chunk ahead in registers. Rows are read from the unskewed buffer, so C
+//    a multiple of 4 (4- to 16-way conflicts) falls back to the ordinary path, as do runtime C,
+//    misaligned logits and the partial last chunk. 3 stages only where BLOCKS_PER_SM blocks of
+//    them fit an SM's shared memory (not at the defaults with C = 10: 4 blocks of 2 stages, 42 KB).
+//  - The last, partial chunk, VEC 1 and 4-byte-aligned logits take the PREFETCH 0 code unchanged
+//    (PREFETCH 0 compiles to the same PTX as before the knob existed).
+// Measured (seventeenth session, one H100, one evaluate.py process, n_4M): PREFETCH 0 0.0728 ms,
+// PREFETCH 1 0.0725 (the same within noise), PREFETCH 2 0.0767, with 3 stages and one row a lane
+// 0.0781, with 2 blocks an SM 0.0757. Keeping the next chunk in flight did not move the stream,
+// so the warps' compute was not what left the DRAM short; the default stays PREFETCH 0 and the
+// paths stay in the search (another GPU's balance of issue rate and bandwidth may differ).
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -48,6 +75,8 @@
 #define VEC 4               // knob: 1 4
 #define CACHE 1             // knob: 0 1
 #define FINISH 1            // knob: 0 1
+#define PREFETCH 0          // knob: 0 1 2
+#define PIPE_STAGES 2       // knob: 2 3
 // THREADS: block size. ROWS_PER_THREAD: rows a lane takes from each chunk (chunk = 32 x that).
 // FIXED_C: classes compiled in (C = 2..FIXED_C; 0: none, every C <= SMALL_C at run time).
 // SMALL_C: the largest C staged through shared memory (larger: one warp per row).
@@ -57,6 +86,10 @@
 // labels (ld.global.cs: read once, evict first), 0 reads them through the read-only path.
 // FINISH: 0 zeroes the finish counter with a memset per call, 1 uses a self-resetting ticket and a
 // batched last-block sum (see above).
+// PREFETCH: 0 loads a chunk after computing the previous one; 1 prefetches the next full chunk
+// into registers; 2 streams full chunks through a per-warp ring of bulk copies (see above).
+// PIPE_STAGES: the most stages of PREFETCH 2's ring (2 or 3; fewer where 3 would not let
+// BLOCKS_PER_SM blocks fit an SM); no effect at PREFETCH 0 or 1.
 // Defaults since the sixteenth session: FINISH 1 with BLOCKS_PER_SM 4 (one H100, one process: 55.0x /
 // 53.3x torch on n_4M / n_3M_odd against 53.3x / 50.2x for FINISH 0 with 8 blocks; FINISH 1 with
 // 8 blocks 54.3x / 52.2x).
@@ -79,9 +112,14 @@ static_assert(VEC == 1 || VEC == 4, "VEC must be 1 or 4");
 static_assert(FIXED_C <= SMALL_C, "FIXED_C classes are staged: FIXED_C <= SMALL_C");
 static_assert(ROWS_PER_THREAD >= 1, "ROWS_PER_THREAD >= 1");
 static_assert(FINISH == 0 || FINISH == 1, "FINISH must be 0 or 1");
+static_assert(PREFETCH >= 0 && PREFETCH <= 2, "PREFETCH must be 0, 1 or 2");
+static_assert(PIPE_STAGES == 2 || PIPE_STAGES == 3, "PIPE_STAGES must be 2 or 3");
 
 #define NWARPS (THREADS / 32)
 #define CHUNK_ROWS (32 * ROWS_PER_THREAD)
+// Registers a thread may use under __launch_bounds__(THREADS, BLOCKS_PER_SM) (allocated 8 at a
+// time, at most 255): what PREFETCH 1 and 2 budget against.
+#define REG_CAP ((65536 / (THREADS * BLOCKS_PER_SM)) / 8 * 8 > 255 ? 255 : (65536 / (THREADS * BLOCKS_PER_SM)) / 8 * 8)
 #define WORKSPACE_FLOATS 65536
 
 __device__ unsigned int g_done;          // blocks finished in this call
@@ -163,7 +201,7 @@ __device__ __forceinline__ void finish(float acc, float* __restrict__ workspace,
 
 // Shared-memory floats of one warp's slice for C classes: a chunk plus one skew float per 32,
 // rounded up to a float4 so that every slice starts 16-byte aligned.
-__host__ __device__ __forceinline__ int slice_floats(int C) {
+__host__ __device__ __forceinline__ constexpr int slice_floats(int C) {
     return (33 * ROWS_PER_THREAD * C + 3) & ~3;
 }
 
@@ -192,6 +230,220 @@ __device__ __forceinline__ float row_loss(const float* tile, int e0, int C, int 
     return (m - tile[at(e0 + lab, skew)]) + logf(s);
 }
 
+#if PREFETCH == 1
+// Whether the C = CT instantiation has PREFETCH 1's pipeline: its prefetched registers (4 a
+// float4, one a label) plus a row's CT values must leave ~21 of REG_CAP for the rest. Fitted on
+// ptxas -v over THREADS x ROWS_PER_THREAD x BLOCKS_PER_SM (FIXED_C 16): within it no
+// instantiation spills that does not spill at PREFETCH 0 (past it ptxas spilled, e.g. C = 15, 16
+// at the defaults, or C >= 8 with 4 rows a lane at 64 registers); other C take the ordinary path.
+template <int CT>
+__host__ __device__ constexpr bool prefetch_fits() {
+    return CT > 0 && 4 * ((8 * ROWS_PER_THREAD * CT + 31) / 32) + ROWS_PER_THREAD + CT <= REG_CAP - 21;
+}
+
+// PREFETCH 1 (compile-time C, float4-aligned logits): the full chunks a warp owns, software-
+// pipelined through registers. The float4s and labels of the warp's next full chunk are loaded
+// into registers before the current chunk's rows are computed from the slice, so that they are in
+// flight during the compute; afterwards they are stored to the slice. Returns the first chunk of
+// the warp not done (its partial last chunk, if it owns it, or past the end), which the
+// ordinary loop then takes.
+template <int CT>
+__device__ __forceinline__ long long rows_prefetched(const float* __restrict__ logits, const int* __restrict__ labels,
+                                                     float* tile, int N, long long ch, float& acc) {
+    constexpr int NV = 8 * ROWS_PER_THREAD * CT;             // float4s in a full chunk
+    constexpr int PV = (NV + 31) / 32;                       // per lane
+    constexpr bool SKEW = (CT & 3) == 0;
+    const int lane = threadIdx.x & 31;
+    const long long full = (long long)N / CHUNK_ROWS;        // chunks [0, full) are full
+    const long long stride = (long long)gridDim.x * NWARPS;
+    if (ch >= full) return ch;
+    float4 v[PV];
+    int lab[ROWS_PER_THREAD];
+    auto issue = [&](long long c) {                          // chunk c's loads, none used yet
+        const float4* s4 = reinterpret_cast<const float4*>(logits + c * (CHUNK_ROWS * CT));
+#pragma unroll
+        for (int r = 0; r < ROWS_PER_THREAD; ++r) lab[r] = ld(labels + c * CHUNK_ROWS + r * 32 + lane);
+#pragma unroll
+        for (int j = 0; j < PV; ++j)
+            if (NV % 32 == 0 || j * 32 + lane < NV) v[j] = ld(s4 + j * 32 + lane);
+    };
+    issue(ch);
+    while (true) {
+        __syncwarp();                                        // the previous chunk's rows are read
+#pragma unroll
+        for (int j = 0; j < PV; ++j) {
+            const int g = j * 32 + lane;
+            if (NV % 32 == 0 || g < NV) {
+                if (SKEW) {
+                    float* d = tile + 4 * g + (g >> 3);      // = at(4g + q) for q < 4
+                    d[0] = v[j].x; d[1] = v[j].y; d[2] = v[j].z; d[3] = v[j].w;
+                } else {
+                    reinterpret_cast<float4*>(tile)[g] = v[j];
+                }
+            }
+        }
+        int cur[ROWS_PER_THREAD];
+#pragma unroll
+        for (int r = 0; r < ROWS_PER_THREAD; ++r) cur[r] = lab[r];
+        __syncwarp();                                        // the chunk is in the slice
+        const long long next = ch + stride;
+        if (next < full) issue(next);                        // warp-uniform: in flight from here
+#pragma unroll
+        for (int r = 0; r < ROWS_PER_THREAD; ++r)
+            acc += row_loss<CT>(tile, (r * 32 + lane) * CT, CT, cur[r], SKEW);
+        ch = next;
+        if (ch >= full) return ch;
+    }
+}
+#endif
+
+#if PREFETCH == 2
+// PREFETCH 2: a ring of bulk copies per warp (sm_90 TMA, 1-D). Each warp owns its own ring of
+// `ring_stages` chunk buffers in its region of dynamic shared memory, one mbarrier each (static
+// shared memory); lane 0 issues the copies, every lane waits on the stage's barrier. Per warp
+// rather than per block: warps stay independent (no block barrier, as in the other paths), and a
+// copy is one contiguous chunk of 1280 x ROWS_PER_THREAD bytes at C = 10 (a multiple of 16 bytes
+// at a multiple of 128 bytes from logits: aligned when logits is 16-byte aligned).
+// Rows are read from the unskewed buffer: fine for C % 4 != 0 (odd C conflict-free, C = 2 mod 4
+// 2-way); C % 4 == 0 would read rows with 4- to 16-way bank conflicts, so those C (and runtime C)
+// fall back to the ordinary path, as do misaligned logits and the partial last chunk.
+// Shared memory sizes of an H100 SM (sm_90): what an SM holds, a block's most (opted in) and the
+// runtime's reservation per block.
+#define SM_SMEM_BYTES 233472
+#define BLOCK_SMEM_MAX 232448
+#define BLOCK_SMEM_RESERVED 1024
+
+// Floats of a warp's ring region: stages 0..S-2 at a chunk's stride, the last one a full slice
+// (the fallback path reuses the region's start as its skewed slice after the ring is drained).
+template <int CT>
+__host__ __device__ constexpr int ring_floats(int S) {
+    return (S - 1) * CHUNK_ROWS * CT + slice_floats(CT);
+}
+
+// A block's shared memory with S stages (dynamic ring, barriers, sh[], rounded up for margin).
+template <int CT>
+__host__ __device__ constexpr int ring_block_bytes(int S) {
+    return (NWARPS * (ring_floats<CT>(S) * 4 + S * 8) + NWARPS * 4 + 64 + 127) / 128 * 128;
+}
+
+// PIPE_STAGES is the most stages: 3 only where BLOCKS_PER_SM blocks of 3 stages fit an SM.
+template <int CT>
+__host__ __device__ constexpr int ring_stages() {
+    return PIPE_STAGES == 3 && BLOCKS_PER_SM * (ring_block_bytes<CT>(3) + BLOCK_SMEM_RESERVED) <= SM_SMEM_BYTES ? 3 : 2;
+}
+
+// Whether the C = CT instantiation has the ring: C % 4 != 0, a block of it fits an SM at all,
+// and the registers allow it. With 32 registers a thread (THREADS x BLOCKS_PER_SM = 2048) ptxas
+// spilled the ring for 2 and 4 rows a lane and C >= 13 at 1 (ptxas -v over THREADS x
+// ROWS_PER_THREAD x BLOCKS_PER_SM, FIXED_C 16); those take the ordinary path.
+template <int CT>
+__host__ __device__ constexpr bool ring_ok() {
+    return CT > 0 && CT % 4 != 0 && ring_block_bytes<CT>(ring_stages<CT>()) <= BLOCK_SMEM_MAX &&
+           (REG_CAP >= 64 || (ROWS_PER_THREAD == 1 && CT <= 12));
+}
+
+__device__ __forceinline__ unsigned smem_address(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ unsigned long long evict_first_policy() {
+    unsigned long long policy = 0;
+#if CACHE
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#endif
+    return policy;
+}
+
+// One chunk into a stage: the stage's barrier expects its bytes (the one arrival of the phase),
+// then the copy completes them. CACHE 1: an L2 evict-first hint, as ld.global.cs streams.
+__device__ __forceinline__ void bulk_chunk(float* dst, const float* src, unsigned bytes, unsigned long long* bar,
+                                           unsigned long long policy) {
+    const unsigned b = smem_address(bar);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+#if CACHE
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                 ::"r"(smem_address(dst)), "l"(src), "r"(bytes), "r"(b), "l"(policy) : "memory");
+#else
+    (void)policy;
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_address(dst)), "l"(src), "r"(bytes), "r"(b) : "memory");
+#endif
+}
+
+// Until the phase of ``bar`` with parity ``parity`` has completed.
+__device__ __forceinline__ void bar_wait(unsigned long long* bar, unsigned parity) {
+    asm volatile("{\n\t.reg .pred done;\n"
+                 "WAIT_%=:\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+                 "@!done bra WAIT_%=;\n}" ::"r"(smem_address(bar)), "r"(parity) : "memory");
+}
+
+// The warp's full chunks through its ring: chunk k of the warp (chunk ch + k * stride) lands in
+// stage k % S, the (k / S)-th use of that stage's barrier, so its wait parity is (k / S) & 1; the
+// stage is re-armed with chunk k + S only after every lane has read chunk k (__syncwarp). The
+// labels of chunk k + 1 are loaded (into registers) before chunk k is computed. Returns the first
+// chunk of the warp not done; every copy issued has been waited on by then.
+template <int CT>
+__device__ __forceinline__ long long rows_ring(const float* __restrict__ logits, const int* __restrict__ labels,
+                                               float* ring, int N, long long ch, float& acc) {
+    constexpr int S = ring_stages<CT>();
+    constexpr int CH = CHUNK_ROWS * CT;                      // floats of a chunk: a stage's stride
+    constexpr unsigned BYTES = CH * 4u;                      // a multiple of 128
+    __shared__ unsigned long long bars[NWARPS * S];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    unsigned long long* bar = bars + warp * S;
+    const long long full = (long long)N / CHUNK_ROWS;        // chunks [0, full) are full
+    const long long stride = (long long)gridDim.x * NWARPS;
+    if (ch >= full) return ch;
+    const int mine = (int)((full - 1 - ch) / stride) + 1;    // the warp's full chunks
+    unsigned long long policy = 0;
+    if (lane == 0) {
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_address(bar + s)) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");   // the inits, seen by the copies
+        policy = evict_first_policy();
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+            if (s < mine) bulk_chunk(ring + s * CH, logits + (ch + s * stride) * CH, BYTES, bar + s, policy);
+    }
+    int lab[ROWS_PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < ROWS_PER_THREAD; ++r) lab[r] = ld(labels + ch * CHUNK_ROWS + r * 32 + lane);
+    __syncwarp();                                            // the barriers' init, before any wait
+    int s = 0;
+    unsigned parity = 0u;
+#pragma unroll 1
+    for (int k = 0; k < mine; ++k) {
+        const long long c = ch + (long long)k * stride;
+        int next[ROWS_PER_THREAD];
+#pragma unroll
+        for (int r = 0; r < ROWS_PER_THREAD; ++r) next[r] = 0;
+        if (k + 1 < mine) {
+#pragma unroll
+            for (int r = 0; r < ROWS_PER_THREAD; ++r) next[r] = ld(labels + (c + stride) * CHUNK_ROWS + r * 32 + lane);
+        }
+        bar_wait(bar + s, parity);                           // chunk k has landed in stage s
+        const float* t = ring + s * CH;
+#pragma unroll
+        for (int r = 0; r < ROWS_PER_THREAD; ++r)
+            acc += row_loss<CT>(t, (r * 32 + lane) * CT, CT, lab[r], false);
+        __syncwarp();                                        // every lane has read stage s
+        if (lane == 0 && k + S < mine) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the reads, before the copy's writes
+            bulk_chunk(ring + s * CH, logits + (c + (long long)S * stride) * CH, BYTES, bar + s, policy);
+        }
+#pragma unroll
+        for (int r = 0; r < ROWS_PER_THREAD; ++r) lab[r] = next[r];
+        if (++s == S) {
+            s = 0;
+            parity ^= 1u;
+        }
+    }
+    return ch + (long long)mine * stride;
+}
+#endif
+
 // C <= SMALL_C: warp-staged chunks of CHUNK_ROWS rows (CT > 0: C = CT compiled in; 0: runtime C).
 template <int CT>
 __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM)
@@ -206,8 +458,19 @@ ce_rows(const float* __restrict__ logits, const int* __restrict__ labels, float*
     const bool vec = VEC == 4 && (reinterpret_cast<uintptr_t>(logits) & 15) == 0;
     const long long nchunks = ((long long)N + CHUNK_ROWS - 1) / CHUNK_ROWS;
     float acc = 0.0f;
-    for (long long ch = (long long)blockIdx.x * NWARPS + warp; ch < nchunks;
-         ch += (long long)gridDim.x * NWARPS) {
+    long long ch = (long long)blockIdx.x * NWARPS + warp;
+#if PREFETCH == 1
+    if constexpr (prefetch_fits<CT>())
+        if (vec) ch = rows_prefetched<CT>(logits, labels, tile, N, ch, acc);    // the full chunks
+#elif PREFETCH == 2
+    if constexpr (ring_ok<CT>()) {
+        if (vec) {                                           // the warp's region holds its ring
+            tile = reinterpret_cast<float*>(smem4) + warp * ring_floats<CT>(ring_stages<CT>());
+            ch = rows_ring<CT>(logits, labels, tile, N, ch, acc);                // the full chunks
+        }
+    }
+#endif
+    for (; ch < nchunks; ch += (long long)gridDim.x * NWARPS) {
         const long long row0 = ch * CHUNK_ROWS;
         const int nr = N - row0 < CHUNK_ROWS ? (int)(N - row0) : CHUNK_ROWS;
         const float* src = logits + row0 * C;
@@ -382,7 +645,12 @@ struct WarpTag {};
 template <int CT>
 static int launch_rows(const DeviceInfo& info, const float* logits, const int* labels, float* out,
                        float* workspace, int N, int C, cudaStream_t stream) {
-    const size_t smem = (size_t)NWARPS * slice_floats(C) * sizeof(float);
+    size_t smem = (size_t)NWARPS * slice_floats(C) * sizeof(float);
+#if PREFETCH == 2
+    if constexpr (ring_ok<CT>())                             // the kernel's test: float4-aligned
+        if (VEC == 4 && (reinterpret_cast<uintptr_t>(logits) & 15) == 0)
+            smem = (size_t)NWARPS * ring_floats<CT>(ring_stages<CT>()) * sizeof(float);
+#endif
     int fit = 1;
     const cudaError_t err = blocks_fit<RowsTag<CT>>(ce_rows<CT>, smem, info.device, fit);
     if (err != cudaSuccess) return (int)err;

@@ -10,6 +10,15 @@
 //   2: one atomicAdd of 32 when the whole warp holds one value (one_bin), else one per value.
 // At the end each block adds its non-zero bins to hist (zeroed on the stream first) with global
 // atomics: integer counts, so the result is exact in any order.
+// FINISH 1 removes the cudaMemsetAsync node before the kernel (~2 us a call with its gap, against
+// a ~30 us kernel at 2^24 values): blocks add their bins into a __device__ array g_bins (zero from
+// module load) instead, and the last block to finish (a self-resetting ticket: atomicInc wraps
+// g_done to 0 on the last increment) moves every bin to hist with atomicExch(&g_bins[b], 0), which
+// writes every bin of hist, empty ones included, and leaves g_bins zero for the next call (a call
+// that faults poisons the context anyway). Integer counts: exact, as with FINISH 0.
+// Measured (seventeenth session, one H100, one evaluate.py process, x of torch on uniform_2^24 /
+// uniform_5e7 / gaussian_2^24): FINISH 0 7.50x / 6.65x / 8.27x, FINISH 1 7.26x / 6.55x / 8.00x:
+// the last block's exchange costs more than the memset node it replaces, so the default stays 0.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -19,6 +28,7 @@
 #define BLOCKS_PER_SM 2     // knob: 1 2 4
 #define ITEMS 4             // knob: 1 2 4
 #define VEC 4               // knob: 1 4
+#define FINISH 0            // knob: 0 1
 // Knob constraints (evo_fsr/knobs.py): each copy belongs to at least one warp, and the blocks
 // asked for per SM fit its 2048 threads.
 // constraint: COPIES <= THREADS // 32
@@ -30,9 +40,13 @@ static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024, "THREADS: a
 static_assert(AGG >= 0 && AGG <= 2, "AGG must be 0, 1 or 2");
 static_assert(VEC == 1 || VEC == 4, "VEC must be 1 or 4");
 static_assert(ITEMS >= 1, "ITEMS must be positive");
+static_assert(FINISH == 0 || FINISH == 1, "FINISH must be 0 or 1");
 
 #define BINS 256
 #define NWARPS (THREADS / 32)
+
+__device__ unsigned int g_bins[BINS];    // FINISH 1: this call's counts so far (zero between calls)
+__device__ unsigned int g_done;          // FINISH 1: blocks finished in this call
 
 // Count value v (when valid) into the shared bins h; called by all 32 lanes of the warp.
 __device__ __forceinline__ void count(unsigned int* h, int v, bool valid) {
@@ -118,21 +132,42 @@ histogram_privatized(const int* __restrict__ x, int* __restrict__ hist, long lon
         unsigned int total = 0u;
 #pragma unroll
         for (int c = 0; c < COPIES; ++c) total += bins[c * BINS + b];
+#if FINISH
+        if (total) atomicAdd(g_bins + b, total);
+#else
         if (total) atomicAdd(hist + b, (int)total);
+#endif
     }
+#if FINISH
+    __shared__ bool last;
+    __threadfence();                                     // this thread's bins before the ticket
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicInc(&g_done, gridDim.x - 1) == gridDim.x - 1;   // wraps to 0
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int b = threadIdx.x; b < BINS; b += THREADS) hist[b] = (int)atomicExch(g_bins + b, 0u);
+#endif
 }
 
+// The SM count, looked up once per device (a batch of short calls must not wait on the host).
 static int sm_count() {
+    static int cached_dev = -1, cached_sms = 132;
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) return 132;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) return 132;
+    if (dev == cached_dev) return cached_sms;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) sms = 132;
+    cached_dev = dev;
+    cached_sms = sms;
     return sms;
 }
 
 extern "C" int launch(const int* x, int* hist, int N, cudaStream_t stream) {
-    cudaError_t err = cudaMemsetAsync(hist, 0, BINS * sizeof(int), stream);
-    if (err != cudaSuccess) return (int)err;
     const long long n = N;
+    if (FINISH == 0 || n <= 0) {                         // FINISH 1: the last block writes hist
+        const cudaError_t err = cudaMemsetAsync(hist, 0, BINS * sizeof(int), stream);
+        if (err != cudaSuccess) return (int)err;
+    }
     if (n <= 0) return 0;
     const long long per_block = (long long)THREADS * ITEMS * VEC;
     long long grid = (n + per_block - 1) / per_block;

@@ -23,6 +23,27 @@
 //    file (256 KB a SM, otherwise idle here) so that more of the rows are resident at once (fewer
 //    waves). Without a cluster that fits (a row too long for 16 chunks, a device that cannot
 //    run the cluster), the regimes below;
+//  - the same, persistent (CLUSTER_PERSIST 1, with CLUSTER_TMA 1 and float4 alignment only):
+//    as many clusters as the device holds at once (cudaOccupancyMaxActiveClusters, asked once
+//    per device and plan), at most one per CLUSTER_PERSIST_ROWS rows, each looping over rows
+//    cid, cid + nclusters, ... Every CTA owns two chunk buffers (CLUSTER_SMEM_KB is the CTA's
+//    total: two buffers of CLUSTER_SMEM_KB / 2, so CL is the smallest cluster whose chunk, less
+//    its register part, fits half of it) and, before the statistics, merge and write of row k
+//    from buffer k & 1, thread 0 issues the bulk copies of the cluster's next row into the other
+//    buffer: the next row's bytes are in flight through this row's cluster barrier, merge and
+//    write, and there are no waves (no CTA launches, no tail of a last partial wave). The register
+//    part (CLUSTER_REG) is loaded at the top of each row, not ahead. Falls back to the cluster
+//    regime above when two buffers fit no cluster of 2..16 (long_rows at CLUSTER_SMEM_KB 16) or
+//    the device cannot run it. Why (the hypothesis it tested; measured slower, below): at the defaults the
+//    cluster regime runs long_rows at 0.0686 ms on an H100, ~67% of a device copy of the same
+//    bytes (~0.046 ms), though it moves one read and one write: 256 clusters of 8 CTAs (2048
+//    CTAs, ~6 a SM, ~2.6 waves), each strictly serial (load, wait, statistics, cluster barrier,
+//    merge, write), so the DRAM may idle while CTAs sit in their barrier, merge and write phases
+//    and at the wave boundaries. Measured (seventeenth session, one H100, one evaluate.py
+//    process, long_rows): the one-shot cluster regime 0.0691 ms (2.38x torch); persistent at 64 KB
+//    0.0815 (2.02x), at 64 KB with 512 threads 0.0863, at 32 KB (clusters of 16) 0.0822, at 128 KB
+//    with 1024 threads 0.1338. Fewer resident chunks (two buffers a CTA halve them) cost more than
+//    the overlap bought, so the default stays CLUSTER_PERSIST 0; the path stays in the search;
 //  - long rows otherwise: each thread folds batches of ITEMS elements (batch mean and M2 by two
 //    passes over registers) into a running (count, mean, M2) with Chan's parallel update; states
 //    merge across warps and blocks the same way. With enough rows, one block per row (statistics
@@ -49,13 +70,16 @@ namespace cg = cooperative_groups;
 #define CLUSTER_THREADS 256 // knob: 128 256 512 1024
 #define CLUSTER_REG 0       // knob: 0 8 16 32
 #define CLUSTER_TMA 1       // knob: 0 1
+#define CLUSTER_PERSIST 0   // knob: 0 1
 // Defaults: the cluster regime at 32 KB a CTA, 256 threads, TMA loads: long_rows (256 x 65536) on
 // an H100 went from 0.0836 ms (the split regime, 1.97x torch) to 0.0694 ms (2.37x) in one process
 // (sixteenth session); 16 KB read 0.0707-0.0772, 64 KB with CLUSTER_REG 16 0.0705, and 32 KB with
 // register-staged loads (CLUSTER_TMA 0) 0.0980.
 // CLUSTER_SMEM_KB: shared memory a CTA of the cluster regime may cache (0: regime off);
 // CLUSTER_THREADS: that kernel's block size; CLUSTER_REG: floats of its chunk each thread holds
-// in registers; CLUSTER_TMA: bulk copies (1) or register-staged loads (0) into shared memory.
+// in registers; CLUSTER_TMA: bulk copies (1) or register-staged loads (0) into shared memory;
+// CLUSTER_PERSIST: 1 runs the cluster regime persistent and double-buffered where it can (bulk
+// copies, float4 rows; CLUSTER_SMEM_KB then holds both buffers), 0 one cluster per row.
 // Knob constraints (evo_fsr/knobs.py): a row cached in registers must fit (64 registers per
 // thread at 1024 threads), in both the block-per-row and the cluster regime.
 // constraint: THREADS * ITEMS <= 16384
@@ -75,10 +99,17 @@ static_assert(CLUSTER_THREADS % 32 == 0 && CLUSTER_THREADS >= 64 && CLUSTER_THRE
               "CLUSTER_THREADS: a warp multiple in 64..1024");
 static_assert(CLUSTER_REG % 4 == 0 && CLUSTER_REG >= 0, "CLUSTER_REG: a multiple of 4 (whole float4s)");
 static_assert(CLUSTER_TMA == 0 || CLUSTER_TMA == 1, "CLUSTER_TMA: 0 or 1");
+static_assert(CLUSTER_PERSIST == 0 || CLUSTER_PERSIST == 1, "CLUSTER_PERSIST: 0 or 1");
 
 #define NWARPS (THREADS / 32)
 #define CNWARPS (CLUSTER_THREADS / 32)
 #define CPIECES 4           // bulk copies (one mbarrier each) per chunk in the cluster regime
+// CLUSTER_PERSIST 1: at most one cluster per this many rows, so that each cluster pipelines
+// several rows (its first row's load is the only one not overlapped with other work) and so that
+// the task's validation shapes (33 rows of 1000 columns: 9 clusters, 33 % 9 = 6) run the loop,
+// both buffers, both mbarrier parities and a ragged last round. long_rows (256 rows) is capped by
+// the device instead (estimated ~50 clusters on an H100, not queried yet).
+#define CLUSTER_PERSIST_ROWS 4
 // Cluster kernel's minimum CTAs a SM (its register cap): about 40 registers of work plus the
 // CLUSTER_REG cached floats a thread, at most what CLUSTER_SMEM_KB (plus 1 KB reserved a CTA)
 // and 2048 threads a SM allow: small chunks run many CTAs a SM, not 3 for lack of registers.
@@ -592,6 +623,193 @@ layernorm_cluster(const float* __restrict__ x, const float* __restrict__ gamma, 
     cluster.barrier_wait();                          // no CTA exits while its state may be read
 }
 
+// Until the phase of parity `parity` of the mbarrier at bar has completed (reused mbarriers: the
+// j-th copy into a buffer completes its phase j, waited on with parity j & 1).
+__device__ __forceinline__ void bulk_wait_parity(unsigned long long* bar, unsigned parity) {
+    asm volatile("{\n\t.reg .pred done;\n"
+                 "WAIT_%=:\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+                 "@!done bra WAIT_%=;\n}" ::"r"(shared_address(bar)), "r"(parity) : "memory");
+}
+
+// CLUSTER_PERSIST 1: grid nclusters * CL CTAs (nclusters <= rows and <= the co-resident clusters;
+// correctness does not depend on co-residency: clusters share nothing);
+// cluster cid handles rows cid, cid + nclusters, ... (its k-th row: k = 0, 1, ...), every CTA of
+// the cluster the same rows (the same trip count: the cluster barriers pair up). CTA rank r owns
+// the same columns as in layernorm_cluster: [r * chunk, min((r + 1) * chunk, cols)), the first RF
+// floats in registers (loaded at the top of each row) and the rest, ns floats, in buffer k & 1 of
+// dynamic shared memory (two buffers of `stride` floats; V == 4: every offset a multiple of 16
+// bytes). Buffer b has CPIECES mbarriers (bar[b * CPIECES + p]); its j-th fill (the row with k = 2j
+// + b) completes their phase j.
+// Synchronisation, per row k (b = k & 1):
+//  1. k > 0: every thread fences (generic reads of buffer b ^ 1 in row k - 1, before the async
+//     proxy's writes into it; conservative) and __syncthreads: row k - 1's reads of buffer b ^ 1
+//     are over. Then thread 0 issues the copies of row k + 1 into buffer b ^ 1 (the prologue
+//     issued row 0 into buffer 0). Each thread waits on buffer b's mbarriers for parity
+//     (k >> 1) & 1: buffer b's previous fill (row k - 2) completed its phase (every thread waited
+//     on it in row k - 2) and this fill was issued before the __syncthreads that ended row k - 1's
+//     first reduction, so the phase of that parity still pending is this fill's.
+//  2. the CTA's (n, mean, M2) goes to part[b]; cluster.sync (release / acquire: every state of row
+//     k written, every CTA of the cluster running); warp 0 reads the CL part[b] through DSMEM.
+//     part is double-buffered because one cluster barrier a row orders only rows k - 1 and k + 1:
+//     a CTA that has passed row k's barrier can write its part for row k + 1 before a slower peer
+//     has read its part for row k, so it writes the other slot; it can write part[b] again (row
+//     k + 2) only after row k + 1's barrier, which every peer reaches after its row-k reads.
+//  3. on the cluster's last row every thread arrives on the cluster barrier after the DSMEM reads,
+//     and waits on it just before exiting: no CTA exits while a peer may still read its part.
+template <int V>
+__global__ void __launch_bounds__(CLUSTER_THREADS, CLUSTER_MIN_BLOCKS)
+layernorm_cluster_persist(const float* __restrict__ x, const float* __restrict__ gamma,
+                          const float* __restrict__ beta, float* __restrict__ y, int rows, int cols, int chunk,
+                          float eps) {
+    static_assert(V == 4, "the persistent cluster regime moves its chunks by 16-byte bulk copies");
+    constexpr int T = CLUSTER_THREADS;
+    constexpr int RV = CLUSTER_REG / V;              // vectors a thread holds in registers
+    constexpr int RF = CLUSTER_REG * T;              // floats of the chunk in registers
+    constexpr int WU = CLUSTER_REG >= 8 ? 2 : 4;    // write-loop unroll
+    extern __shared__ float4 cluster_smem[];
+    float* const sbuf = reinterpret_cast<float*>(cluster_smem);
+    __shared__ float sh[CNWARPS + 1];
+    __shared__ float4 part[2];                       // this CTA's (n, mean, M2) of rows k even / odd
+    __shared__ float2 total;                         // the row's (mean, rstd)
+    __shared__ unsigned long long bar[2 * CPIECES];
+    const cg::cluster_group cluster = cg::this_cluster();
+    const int cl = (int)cluster.num_blocks();
+    const int rank = (int)cluster.block_rank();
+    const int nclusters = (int)(gridDim.x / (unsigned)cl);
+    const int cid = (int)(blockIdx.x / (unsigned)cl);
+    if (cid >= rows) return;                         // never (the host launches <= rows clusters);
+                                                     // whole clusters, before any DSMEM access
+    const int tid = threadIdx.x;
+    const int c0 = min(rank * chunk, cols);
+    const int n = min(chunk, cols - c0);             // floats in this chunk (a multiple of 4), >= 0
+    const int nv = n / V;
+    const int ns = n > RF ? n - RF : 0;              // floats in shared memory, a multiple of 4
+    const int q = ns / 4;                            // their float4s
+    const int stride = chunk > RF ? chunk - RF : 0;  // floats a buffer (ns <= stride)
+    const float* gr = gamma + c0;
+    const float* br = beta + c0;
+
+    // Thread 0: the copies of row `row`'s shared part into buffer b, CPIECES pieces.
+    auto issue = [&](int row, int b) {
+        const float* src = x + (long long)row * cols + c0 + RF;
+        float* dst = sbuf + b * stride;
+#pragma unroll
+        for (int p = 0; p < CPIECES; ++p) {
+            const int u0 = (int)((long long)q * p / CPIECES), u1 = (int)((long long)q * (p + 1) / CPIECES);
+            bulk_load(dst + 4 * u0, src + 4 * u0, (unsigned)(u1 - u0) * 16u, &bar[b * CPIECES + p]);
+        }
+    };
+    if (ns > 0 && tid == 0) {
+#pragma unroll
+        for (int p = 0; p < 2 * CPIECES; ++p)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&bar[p])) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");   // the inits, seen by the copies
+        issue(cid, 0);
+    }
+    __syncthreads();                                 // the mbarriers' init, before any wait
+
+    int k = 0;
+#pragma unroll 1
+    for (int row = cid; row < rows; row += nclusters, ++k) {
+        const int b = k & 1;
+        const bool last = row >= rows - nclusters;   // the cluster's last row (uniform in the cluster)
+        if (k > 0) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            __syncthreads();                         // row k - 1 is done with buffer b ^ 1
+        }
+        if (ns > 0 && tid == 0 && !last) issue(row + nclusters, b ^ 1);
+        const long long off = (long long)row * cols + c0;
+        const float* xr = x + off;
+        float* yr = y + off;
+        const float* sx = sbuf + b * stride;
+
+        float r[CLUSTER_REG > 0 ? CLUSTER_REG : 1];
+#pragma unroll
+        for (int i = 0; i < RV; ++i) {
+            const int j = i * T + tid;
+            if (j < nv) {
+                ldv<V>(xr + j * V, r + i * V);
+            } else {
+#pragma unroll
+                for (int kk = 0; kk < V; ++kk) r[i * V + kk] = 0.0f;
+            }
+        }
+
+        // Pass 1: the chunk's sum (registers, then buffer b as its pieces land).
+        float s = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < RV * V; ++kk) s += r[kk];   // padding is 0
+        if (ns > 0) {
+            const unsigned parity = (unsigned)(k >> 1) & 1u;
+            const float4* s4 = reinterpret_cast<const float4*>(sx);
+#pragma unroll 1
+            for (int p = 0; p < CPIECES; ++p) {
+                const int u0 = (int)((long long)q * p / CPIECES), u1 = (int)((long long)q * (p + 1) / CPIECES);
+                bulk_wait_parity(&bar[b * CPIECES + p], parity);
+                for (int u = u0 + tid; u < u1; u += T) {
+                    const float4 t = s4[u];
+                    s += (t.x + t.y) + (t.z + t.w);
+                }
+            }
+        }
+        const float cnt = (float)n;
+        const float sum = block_sum<CNWARPS>(s, sh);
+        const float mean = n > 0 ? sum / cnt : 0.0f;
+
+        // Pass 2: the chunk's M2 about its own mean (exact two-pass).
+        float q2 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < RV; ++i) {
+            if (i * T + tid < nv) {
+#pragma unroll
+                for (int kk = 0; kk < V; ++kk) {
+                    const float d = r[i * V + kk] - mean;
+                    q2 += d * d;
+                }
+            }
+        }
+#pragma unroll 4
+        for (int j = RV * T + tid; j < nv; j += T) {
+            float v[V];
+            ldv_shared<V>(sx + (j * V - RF), v);
+#pragma unroll
+            for (int kk = 0; kk < V; ++kk) {
+                const float d = v[kk] - mean;
+                q2 += d * d;
+            }
+        }
+        const float m2 = block_sum<CNWARPS>(q2, sh);
+
+        // Row statistics: the CL states of part[b], merged by warp 0 as in layernorm_cluster.
+        if (tid == 0) part[b] = make_float4(cnt, mean, m2, 0.0f);
+        cluster.sync();                              // row k's states written, all CTAs running
+        if (tid < 32) {
+            const float4 o = tid < cl ? *cluster.map_shared_rank(&part[b], tid) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            float rn = o.x, rm = o.y, rq = o.z;
+            warp_chan(rn, rm, rq);
+            if (tid == 0) total = make_float2(rm, 1.0f / sqrtf(rq / (float)cols + eps));
+        }
+        __syncthreads();
+        if (last) cluster.barrier_arrive();          // DSMEM reads done; waited on before exit
+
+        // y for the chunk: registers, then buffer b.
+        const float rmean = total.x, rstd = total.y;
+#pragma unroll
+        for (int i = 0; i < RV; ++i) {
+            const int j = i * T + tid;
+            if (j < nv) normalize_store<V>(yr, gr, br, (long long)j * V, r + i * V, rmean, rstd);
+        }
+#pragma unroll(WU)
+        for (int j = RV * T + tid; j < nv; j += T) {
+            float v[V];
+            ldv_shared<V>(sx + (j * V - RF), v);
+            normalize_store<V>(yr, gr, br, (long long)j * V, v, rmean, rstd);
+        }
+    }
+    cluster.barrier_wait();                          // no CTA exits while its part may be read
+}
+
 // ---- dispatch ----------------------------------------------------------------------------
 static bool aligned(const void* p, int bytes) { return (uintptr_t)p % (uintptr_t)bytes == 0; }
 
@@ -677,6 +895,86 @@ static bool run_cluster(const float* x, const float* gamma, const float* beta, f
     }
 }
 
+// Persistent cluster regime (CLUSTER_PERSIST 1): launches it and returns true, or returns false
+// (nothing launched, no error left pending) when it does not apply: not built (CLUSTER_PERSIST 0,
+// CLUSTER_TMA 0, CLUSTER_SMEM_KB 0), not float4 rows (V < 4), no cluster size 2..16 whose chunk,
+// less its register part, fits one buffer of CLUSTER_SMEM_KB / 2, or the device cannot run it.
+// The caller then tries the one-cluster-a-row regime.
+template <int V>
+static bool run_cluster_persist(const float* x, const float* gamma, const float* beta, float* y, int rows,
+                                int cols, float eps, cudaStream_t stream) {
+    if constexpr (CLUSTER_PERSIST == 0 || CLUSTER_TMA == 0 || CLUSTER_SMEM_KB == 0 || V != 4) {
+        return false;
+    } else {
+        constexpr int kSmemMax = CLUSTER_SMEM_KB * 1024;
+        constexpr long long kBufMax = kSmemMax / 2;  // bytes a buffer
+        constexpr long long kRegFloats = (long long)CLUSTER_REG * CLUSTER_THREADS;
+        int idx = 0, cl = 2;
+        long long chunk = 0, buf = 0;
+        for (; idx < 4; ++idx, cl <<= 1) {
+            chunk = ((long long)cols + cl - 1) / cl;
+            chunk = (chunk + 3) / 4 * 4;
+            buf = chunk > kRegFloats ? (chunk - kRegFloats) * (long long)sizeof(float) : 0;
+            if (buf <= kBufMax) break;
+        }
+        if (idx == 4) return false;
+        const int smem = (int)(2 * buf);             // two buffers, 16-byte multiples
+
+        auto kernel = layernorm_cluster_persist<V>;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = (unsigned)cl;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cudaLaunchConfig_t config = {};
+        config.blockDim = dim3(CLUSTER_THREADS, 1, 1);
+        config.stream = stream;
+        config.attrs = attr;
+        config.numAttrs = 1;
+        config.dynamicSmemBytes = (size_t)smem;
+
+        // Kernel attributes: set once per device. Co-resident clusters: asked once per device and
+        // plan (cluster size, shared memory), remembered in a small table, never per call.
+        static int attr_dev = -1;
+        static bool attr_ok = false, attr_np = false;
+        struct Fit { int dev, cl, smem, clusters; };
+        static Fit fits[8];
+        static int nfits = 0, next_fit = 0;
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess) { (void)cudaGetLastError(); return false; }
+        if (dev != attr_dev) {
+            attr_dev = dev;
+            attr_ok =
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax) == cudaSuccess;
+            attr_np =                                // cluster size 16
+                attr_ok && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+            (void)cudaGetLastError();
+        }
+        if (!attr_ok || (cl == 16 && !attr_np)) return false;
+        int clusters = -1;
+        for (int i = 0; i < nfits; ++i)
+            if (fits[i].dev == dev && fits[i].cl == cl && fits[i].smem == smem) clusters = fits[i].clusters;
+        if (clusters < 0) {
+            config.gridDim = dim3((unsigned)cl, 1, 1);
+            if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) clusters = 0;
+            (void)cudaGetLastError();
+            fits[next_fit] = Fit{dev, cl, smem, clusters};
+            next_fit = (next_fit + 1) % 8;
+            if (nfits < 8) ++nfits;
+        }
+        if (clusters <= 0) return false;
+        const int wanted = (int)(((long long)rows + CLUSTER_PERSIST_ROWS - 1) / CLUSTER_PERSIST_ROWS);
+        const int nclusters = clusters < wanted ? clusters : wanted;   // >= 1, <= rows
+
+        config.gridDim = dim3((unsigned)(nclusters * cl), 1, 1);
+        if (cudaLaunchKernelEx(&config, kernel, x, gamma, beta, y, rows, cols, (int)chunk, eps) != cudaSuccess) {
+            (void)cudaGetLastError();                // nothing ran: the caller falls back
+            return false;
+        }
+        return true;
+    }
+}
+
 template <int V>
 static void run_rows(const float* x, const float* gamma, const float* beta, float* y, int rows, int cols,
                      float eps, cudaStream_t stream) {
@@ -685,6 +983,7 @@ static void run_rows(const float* x, const float* gamma, const float* beta, floa
         return;
     }
     const bool few_rows = rows < 2 * sm_count();
+    if (few_rows && run_cluster_persist<V>(x, gamma, beta, y, rows, cols, eps, stream)) return;
     if (few_rows && run_cluster<V>(x, gamma, beta, y, rows, cols, eps, stream)) return;
     long long splits = ((long long)cols + SPLIT_COLS - 1) / SPLIT_COLS;
     const long long cap = PART_CAP / rows;

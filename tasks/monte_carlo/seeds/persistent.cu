@@ -6,14 +6,31 @@
 // block to finish (a __device__ counter, zeroed on the stream at the start of each call) sums the
 // partials in a fixed order and writes out[0] = sum * (b - a) / N (the scale in double).
 // Deterministic for a given grid; no float atomics.
+// FINISH 1 trims the fixed cost of a call, as cross_entropy's and linear_regression's FINISH 1 do
+// (at 2^24 samples a ~39 us call with a few us of it fixed; the stream itself is bounded near the
+// FP32 issue rate by the accurate expf/cosf):
+//  - no cudaMemsetAsync before the kernel (a second node on the stream, ~2 us a call with its
+//    gap): the counter is a self-resetting ticket, atomicInc(&g_done, gridDim.x - 1), which wraps
+//    to 0 on the last block's increment, so every call leaves it at 0 for the next (zero from
+//    module load; a call that faults poisons the context anyway);
+//  - the last block reads the partials 8 loads a thread at a time, all issued before any add (one
+//    L2 round trip for up to 8 x THREADS blocks), still summed in a fixed order (deterministic).
+// Both settings look the device's SM count and the counter's address up once per device (a batch
+// of short calls must not wait on the host between launches).
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 
 #define THREADS 256         // knob: 128 256 512 1024
-#define BLOCKS_PER_SM 4     // knob: 1 2 4 8
+#define BLOCKS_PER_SM 8     // knob: 1 2 4 8
 #define ITEMS 2             // knob: 1 2 4
 #define VEC 4               // knob: 1 4
+#define FINISH 1            // knob: 0 1
+// Defaults since the seventeenth session: FINISH 1 with 8 blocks of 256 threads an SM (one H100, one
+// evaluate.py process, x of torch at 2^24 / 2^26 / 1e8+7: 10.55x / 11.41x / 11.63x, against 9.59x /
+// 10.32x / 10.61x for the earlier FINISH 0 with 4 blocks; FINISH 1 with 4 blocks 9.83x / 10.55x /
+// 10.80x, with ITEMS 4 9.75x / 10.65x / 10.81x): twice the warps a scheduler hide more of the
+// expf/cosf dependency chains.
 // Knob constraints (evo_fsr/knobs.py): the blocks asked for per SM fit its 2048 threads.
 // constraint: THREADS * BLOCKS_PER_SM <= 2048
 
@@ -21,6 +38,7 @@ static_assert(THREADS * BLOCKS_PER_SM <= 2048, "knob constraint: THREADS * BLOCK
 static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024, "THREADS: a warp multiple <= 1024");
 static_assert(VEC == 1 || VEC == 4, "VEC must be 1 or 4");
 static_assert(ITEMS >= 1, "ITEMS must be positive");
+static_assert(FINISH == 0 || FINISH == 1, "FINISH must be 0 or 1");
 
 #define NWARPS (THREADS / 32)
 #define WORKSPACE_FLOATS 65536
@@ -100,36 +118,73 @@ mc_persistent(const float* __restrict__ x, float* __restrict__ out, float* __res
     if (threadIdx.x == 0) {
         workspace[blockIdx.x] = part;
         __threadfence();
+#if FINISH
+        last = atomicInc(&g_done, gridDim.x - 1) == gridDim.x - 1;     // wraps to 0: reset
+#else
         last = atomicAdd(&g_done, 1u) == gridDim.x - 1;
+#endif
     }
     __syncthreads();
     if (!last) return;
     __threadfence();
     float s = 0.0f;
+#if FINISH
+    const int parts = (int)gridDim.x;
+    for (int b0 = 0; b0 < parts; b0 += 8 * THREADS) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const int b = b0 + u * THREADS + (int)threadIdx.x;
+            v[u] = b < parts ? __ldcg(workspace + b) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) s += v[u];
+    }
+#else
     for (int b = threadIdx.x; b < (int)gridDim.x; b += THREADS) s += __ldcg(workspace + b);
+#endif
     s = block_sum(s, sh);
     if (threadIdx.x == 0) out[0] = (float)((double)s * scale);
 }
 
-static int sm_count() {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 132;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) return 132;
-    return sms;
+// Host-side facts a call needs, cached per device (queried on a device's first call only).
+struct DeviceInfo {
+    int device = -1, sms = 0;
+    void* done = nullptr;                 // g_done's device address
+};
+
+static cudaError_t device_info(DeviceInfo& info) {
+    static DeviceInfo cached;
+    int dev = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err != cudaSuccess) return err;
+    if (cached.device != dev) {
+        DeviceInfo fresh;
+        if (cudaDeviceGetAttribute(&fresh.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || fresh.sms <= 0)
+            fresh.sms = 132;
+        err = cudaGetSymbolAddress(&fresh.done, g_done);
+        if (err != cudaSuccess) return err;
+        fresh.device = dev;
+        cached = fresh;
+    }
+    info = cached;
+    return cudaSuccess;
 }
 
 extern "C" int launch(const float* x, float* out, float* workspace, int N, float a, float b,
                       cudaStream_t stream) {
     const long long n = N;
     if (n <= 0) return 0;
-    void* done = nullptr;
-    cudaError_t err = cudaGetSymbolAddress(&done, g_done);
+    DeviceInfo info;
+    cudaError_t err = device_info(info);
     if (err != cudaSuccess) return (int)err;
-    err = cudaMemsetAsync(done, 0, sizeof(unsigned int), stream);
+#if !FINISH
+    err = cudaMemsetAsync(info.done, 0, sizeof(unsigned int), stream);
     if (err != cudaSuccess) return (int)err;
+#endif
     const long long per_block = (long long)THREADS * ITEMS * VEC;
     long long grid = (n + per_block - 1) / per_block;
-    const long long cap = (long long)sm_count() * BLOCKS_PER_SM;
+    const long long cap = (long long)info.sms * BLOCKS_PER_SM;
     if (grid > cap) grid = cap;
     if (grid > WORKSPACE_FLOATS) grid = WORKSPACE_FLOATS;
     if (grid < 1) grid = 1;

@@ -5,7 +5,11 @@
 // keys >= 0x00800000, and a larger key is a larger value.
 //
 // Regimes (launch()): N <= SINGLE_MAX runs one CTA of THREADS threads; larger N runs one thread-
-// block cluster of CLUSTER CTAs (sm_90), CTA r owning a contiguous chunk of x. N <= 2^18 (1 MB),
+// block cluster of CLUSTER CTAs (sm_90), CTA r owning a contiguous chunk of x. CLUSTER 16 is a
+// non-portable size (opted into per kernel; it needs 16 SMs of one GPC free at once): where the
+// device cannot schedule such a cluster (cudaOccupancyMaxActiveClusters, asked once per device
+// and instantiation) the launch takes CLUSTER 8 instead. Twice the CTAs halve each CTA's share of
+// the first pass (every key counted) and of the gather. N <= 2^18 (1 MB),
 // so a chunk of N/CLUSTER keys usually fits in shared memory: with CACHE, the first pass reads x
 // once from global memory (float4 loads, ITEMS vectors in flight per thread, a scalar fallback
 // for the vectors that straddle the ends of x, so any 4-byte alignment works), stores the keys in
@@ -41,8 +45,13 @@ namespace cg = cooperative_groups;
 #define THREADS 1024        // knob: 512 1024
 #define RADIX_BITS 8        // knob: 4 8 11
 #define ITEMS 2             // knob: 1 2 4
-#define AGG 1               // knob: 0 1
-#define CLUSTER 8           // knob: 2 4 8
+#define AGG 0               // knob: 0 1
+#define CLUSTER 16          // knob: 2 4 8 16
+// Defaults since the seventeenth session: clusters of 16 with plain shared atomics (AGG 0). One
+// H100, one evaluate.py process, x of torch.topk on N2^18_K512 / N2^18_K64 / N2^16_K256: the old
+// defaults (CLUSTER 8, AGG 1) 2.79x / 2.65x / 4.29x; CLUSTER 16 with AGG 1 3.53x / 3.52x / 4.43x;
+// with AGG 0 4.12x / 4.23x / 4.77x (at 16 K keys a CTA the match-any aggregation costs more than
+// the collisions it saves); with 512 threads 3.38x / 3.23x / 4.72x; 11-bit digits 1.92x / 1.84x / 2.25x.
 #define SINGLE_MAX 32768    // knob: 4096 32768 262144
 #define CACHE 1             // knob: 0 1
 // Knob constraint (evo_fsr/knobs.py): at 1024 threads a thread has 64 registers; 4 float4 loads
@@ -53,7 +62,8 @@ static_assert(THREADS * ITEMS <= 2048, "knob constraint: THREADS * ITEMS <= 2048
 static_assert(THREADS == 512 || THREADS == 1024, "THREADS: 512 or 1024 (the sort holds 512 keys, one per thread)");
 static_assert(RADIX_BITS >= 1 && RADIX_BITS <= 11, "RADIX_BITS in 1..11");
 static_assert(AGG == 0 || AGG == 1, "AGG must be 0 or 1");
-static_assert(CLUSTER >= 2 && CLUSTER <= 8, "CLUSTER: a portable cluster size 2..8");
+static_assert(CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8 || CLUSTER == 16,
+              "CLUSTER: 2, 4 or 8 (portable) or 16 (non-portable, sm_90; 8 where 16 cannot be scheduled)");
 static_assert(ITEMS >= 1, "ITEMS must be positive");
 
 #define BINS (1 << RADIX_BITS)
@@ -290,20 +300,65 @@ topk_radix(const float* __restrict__ x, float* __restrict__ values, int* __restr
     }
 }
 
+// Once per instantiation: the cached kernels may take CACHE_MAX keys of dynamic shared memory, and
+// a cluster of 16 (non-portable) is opted into.
+template <int CL, bool CACHED>
+static cudaError_t configure() {
+    static bool configured = false;
+    if (configured) return cudaSuccess;
+    auto kernel = topk_radix<CL, CACHED>;
+    if (CACHED) {
+        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     CACHE_MAX * (int)sizeof(unsigned));
+        if (err != cudaSuccess) return err;
+    }
+    if (CL > 8) {
+        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (err != cudaSuccess) return err;
+    }
+    configured = true;
+    return cudaSuccess;
+}
+
+// Whether a cluster of CL CTAs of this kernel, each with the most dynamic shared memory it may
+// take, can be resident on the current device (asked once per device and instantiation: a batch of
+// calls must not wait on the host). A refused query reads as "no": the caller takes a smaller size.
+template <int CL, bool CACHED>
+static bool cluster_schedulable() {
+    static int cached_dev = -1;
+    static bool cached_ok = false;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) { cudaGetLastError(); return false; }
+    if (dev == cached_dev) return cached_ok;
+    bool ok = configure<CL, CACHED>() == cudaSuccess;
+    if (ok) {
+        cudaLaunchConfig_t config = {};
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = CL;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        config.gridDim = dim3(CL, 1, 1);
+        config.blockDim = dim3(THREADS, 1, 1);
+        config.dynamicSmemBytes = CACHED ? CACHE_MAX * sizeof(unsigned) : 0;
+        config.attrs = attr;
+        config.numAttrs = 1;
+        int clusters = 0;
+        ok = cudaOccupancyMaxActiveClusters(&clusters, topk_radix<CL, CACHED>, &config) == cudaSuccess && clusters >= 1;
+    }
+    cudaGetLastError();                               // a refusal is not left as the call's error
+    cached_dev = dev;
+    cached_ok = ok;
+    return ok;
+}
+
 template <int CL, bool CACHED>
 static int run(const float* x, float* values, int* indices, int n, int k, int mis, int chunk,
                cudaStream_t stream) {
     auto kernel = topk_radix<CL, CACHED>;
     const size_t smem = CACHED ? (size_t)chunk * sizeof(unsigned) : 0;
-    if (CACHED) {
-        static bool configured = false;               // once per instantiation
-        if (!configured) {
-            const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                         CACHE_MAX * (int)sizeof(unsigned));
-            if (err != cudaSuccess) return (int)err;
-            configured = true;
-        }
-    }
+    const cudaError_t cerr = configure<CL, CACHED>();
+    if (cerr != cudaSuccess) return (int)cerr;
     if constexpr (CL == 1) {
         kernel<<<1, THREADS, smem, stream>>>(x, values, indices, n, k, mis, chunk);
     } else {
@@ -337,6 +392,13 @@ extern "C" int launch(const float* x, float* values, int* indices, int N, int K,
     if (cl == 1)
         return cached ? run<1, true>(x, values, indices, N, K, mis, chunk, stream)
                       : run<1, false>(x, values, indices, N, K, mis, chunk, stream);
+    if constexpr (CLUSTER > 8) {                   // non-portable: 8 where 16 cannot be scheduled
+        if (!(cached ? cluster_schedulable<CLUSTER, true>() : cluster_schedulable<CLUSTER, false>())) {
+            const int chunk8 = (int)((((padded + 7) / 8) + 3) / 4 * 4);
+            return CACHE && chunk8 <= CACHE_MAX ? run<8, true>(x, values, indices, N, K, mis, chunk8, stream)
+                                                : run<8, false>(x, values, indices, N, K, mis, chunk8, stream);
+        }
+    }
     return cached ? run<CLUSTER, true>(x, values, indices, N, K, mis, chunk, stream)
                   : run<CLUSTER, false>(x, values, indices, N, K, mis, chunk, stream);
 }
