@@ -24,13 +24,15 @@ def _knob_values(task: str) -> dict[str, list[int]]:
             ("CLUSTER_SMEM_KB", "CLUSTER_THREADS", "CLUSTER_REG", "CLUSTER_TMA")}
 
 
-def _plan(cols: int, kb: int, reg_floats: int) -> tuple[int, int, int] | None:
-    """run_cluster's choice: (cl, chunk, dynamic shared bytes), or None (regime does not apply)."""
+def _plan(cols: int, kb: int, reg_floats: int, buffers: int = 1) -> tuple[int, int, int] | None:
+    """run_cluster's choice: (cl, chunk, dynamic shared bytes), or None (regime does not apply).
+    ``buffers`` 2: layernorm's run_cluster_persist, whose two chunk buffers share the CTA's
+    CLUSTER_SMEM_KB (the bytes returned are one buffer's)."""
     for cl in (2, 4, 8, 16):
         chunk = -(-cols // cl)
         chunk = -(-chunk // 4) * 4
         smem = (chunk - reg_floats) * 4 if chunk > reg_floats else 0
-        if smem <= kb * 1024:
+        if smem <= kb * 1024 // buffers:
             return cl, chunk, smem
     return None
 

@@ -29,6 +29,7 @@ from evo_fsr.tasks import get_task
 from tests.gpu.test_families_b_gpu import COMBOS
 
 from knob_checks import constraints, valid  # noqa: E402
+from test_cluster_rows import _plan as _cluster_plan  # noqa: E402  (run_cluster's choice)
 
 SRC = get_task("layernorm").seeds()["regime"]
 
@@ -48,13 +49,7 @@ SHAPES = [(1, 1024), (4, 1024), (33, 1000), (2, 4100), (3, 65536), (256, 65536),
 
 def _persist_plan(cols: int, kb: int, reg_floats: int) -> tuple[int, int, int] | None:
     """run_cluster_persist's choice: (cl, chunk, bytes a buffer), or None (falls back)."""
-    for cl in (2, 4, 8, 16):
-        chunk = -(-cols // cl)
-        chunk = -(-chunk // 4) * 4
-        buf = (chunk - reg_floats) * 4 if chunk > reg_floats else 0
-        if buf <= kb * 1024 // 2:
-            return cl, chunk, buf
-    return None
+    return _cluster_plan(cols, kb, reg_floats, buffers=2)
 
 
 def _cta_persist(cols: int, chunk: int, rank: int, t: int, reg: int, buf_bytes: int, b: int):
@@ -86,17 +81,6 @@ def _cta_persist(cols: int, chunk: int, rank: int, t: int, reg: int, buf_bytes: 
     smem_read = (b * stride + (j[:, None] * v - rf) + np.arange(v)[None, :]).ravel()
     writes = np.concatenate([reg_cols, (c0 + j[:, None] * v + np.arange(v)[None, :]).ravel()])
     return reg_cols, np.concatenate(copied), np.concatenate(slots), writes, smem_read
-
-
-def _cluster_plan(cols: int, kb: int, reg_floats: int) -> tuple[int, int, int] | None:
-    """run_cluster's choice (one buffer of the full CLUSTER_SMEM_KB), as test_cluster_rows.py."""
-    for cl in (2, 4, 8, 16):
-        chunk = -(-cols // cl)
-        chunk = -(-chunk // 4) * 4
-        smem = (chunk - reg_floats) * 4 if chunk > reg_floats else 0
-        if smem <= kb * 1024:
-            return cl, chunk, smem
-    return None
 
 
 def _knob_ints(name: str) -> list[int]:
@@ -401,7 +385,7 @@ def test_kernel_text_matches_the_replay() -> None:
     assert "issue(row + nclusters, b ^ 1)" in body and "issue(cid, 0)" in body
     assert re.search(r"if \(k > 0\) \{\s*asm volatile\(\"fence\.proxy\.async\.shared::cta;\"[^;]*;\s*"
                      r"__syncthreads\(\);", body)                           # before re-filling b ^ 1
-    assert "part[b] = make_float4" in body and "map_shared_rank(&part[b], tid)" in body
+    assert "part[b] = make_float4" in body and "cluster_row_total(cluster, &part[b]," in body   # slot b merged
     assert re.search(r"if \(last\) cluster\.barrier_arrive\(\);", body)
     assert re.search(r"\}\s*cluster\.barrier_wait\(\);\s*\}\s*$", body)   # after the loop, at exit
     host = SRC[SRC.index("static bool run_cluster_persist("):]

@@ -208,6 +208,16 @@ __host__ __device__ __forceinline__ constexpr int slice_floats(int C) {
 // Where element k of a chunk lives in the warp's slice.
 __device__ __forceinline__ int at(int k, bool skew) { return skew ? k + (k >> 5) : k; }
 
+// Float4 g of a chunk (elements 4g .. 4g + 3) into the warp's slice, where at() puts them.
+__device__ __forceinline__ void store_slice4(float* tile, int g, float4 v, bool skew) {
+    if (skew) {
+        float* d = tile + 4 * g + (g >> 3);          // = at(4g + q) for q < 4
+        d[0] = v.x; d[1] = v.y; d[2] = v.z; d[3] = v.w;
+    } else {
+        reinterpret_cast<float4*>(tile)[g] = v;
+    }
+}
+
 // One row (C classes from the slice, element e0 first): its loss.
 template <int CT>
 __device__ __forceinline__ float row_loss(const float* tile, int e0, int C, int lab, bool skew) {
@@ -273,14 +283,7 @@ __device__ __forceinline__ long long rows_prefetched(const float* __restrict__ l
 #pragma unroll
         for (int j = 0; j < PV; ++j) {
             const int g = j * 32 + lane;
-            if (NV % 32 == 0 || g < NV) {
-                if (SKEW) {
-                    float* d = tile + 4 * g + (g >> 3);      // = at(4g + q) for q < 4
-                    d[0] = v[j].x; d[1] = v[j].y; d[2] = v[j].z; d[3] = v[j].w;
-                } else {
-                    reinterpret_cast<float4*>(tile)[g] = v[j];
-                }
-            }
+            if (NV % 32 == 0 || g < NV) store_slice4(tile, g, v[j], SKEW);
         }
         int cur[ROWS_PER_THREAD];
 #pragma unroll
@@ -493,14 +496,7 @@ ce_rows(const float* __restrict__ logits, const int* __restrict__ labels, float*
 #pragma unroll
                 for (int j = 0; j < PV; ++j) {
                     const int g = j * 32 + lane;
-                    if (NV % 32 == 0 || g < NV) {
-                        if (skew) {
-                            float* d = tile + 4 * g + (g >> 3);      // = at(4g + q) for q < 4
-                            d[0] = v[j].x; d[1] = v[j].y; d[2] = v[j].z; d[3] = v[j].w;
-                        } else {
-                            reinterpret_cast<float4*>(tile)[g] = v[j];
-                        }
-                    }
+                    if (NV % 32 == 0 || g < NV) store_slice4(tile, g, v[j], skew);
                 }
             } else {
                 float v[NS];
@@ -519,15 +515,7 @@ ce_rows(const float* __restrict__ logits, const int* __restrict__ labels, float*
             const float4* s4 = reinterpret_cast<const float4*>(src);
             const int nv = nf >> 2;                          // nf = CHUNK_ROWS * C: a multiple of 4
 #pragma unroll 4
-            for (int g = lane; g < nv; g += 32) {
-                const float4 v = ld(s4 + g);
-                if (skew) {
-                    float* d = tile + 4 * g + (g >> 3);
-                    d[0] = v.x; d[1] = v.y; d[2] = v.z; d[3] = v.w;
-                } else {
-                    reinterpret_cast<float4*>(tile)[g] = v;
-                }
-            }
+            for (int g = lane; g < nv; g += 32) store_slice4(tile, g, ld(s4 + g), skew);
         } else {
 #pragma unroll 4
             for (int k = lane; k < nf; k += 32) tile[at(k, skew)] = ld(src + k);

@@ -456,11 +456,100 @@ __device__ __forceinline__ void bulk_load(float* dst, const float* src, unsigned
                      ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(b) : "memory");
 }
 
-__device__ __forceinline__ void bulk_wait(unsigned long long* bar) {
+// Until the phase of parity `parity` of the mbarrier at bar has completed (reused mbarriers: the
+// j-th copy into a buffer completes its phase j, waited on with parity j & 1).
+__device__ __forceinline__ void bulk_wait_parity(unsigned long long* bar, unsigned parity) {
     asm volatile("{\n\t.reg .pred done;\n"
                  "WAIT_%=:\n\t"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n\t"
-                 "@!done bra WAIT_%=;\n}" ::"r"(shared_address(bar)) : "memory");
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+                 "@!done bra WAIT_%=;\n}" ::"r"(shared_address(bar)), "r"(parity) : "memory");
+}
+
+__device__ __forceinline__ void bulk_wait(unsigned long long* bar) { bulk_wait_parity(bar, 0u); }
+
+// ---- the cluster regimes' per-chunk steps (layernorm_cluster and layernorm_cluster_persist) ----
+// A CTA's chunk: nv vectors of V floats, the first CLUSTER_REG / V of each thread in registers r
+// (thread t: vectors i * CLUSTER_THREADS + t), the rest in shared memory at sx (sx[0] is float
+// CLUSTER_REG * CLUSTER_THREADS of the chunk).
+
+// The register part of the chunk at xr into r (0 past the chunk's end).
+template <int V>
+__device__ __forceinline__ void load_register_part(const float* __restrict__ xr, float* r, int nv) {
+#pragma unroll
+    for (int i = 0; i < CLUSTER_REG / V; ++i) {
+        const int j = i * CLUSTER_THREADS + (int)threadIdx.x;
+        if (j < nv) {
+            ldv<V>(xr + j * V, r + i * V);
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; ++k) r[i * V + k] = 0.0f;
+        }
+    }
+}
+
+// This thread's share of the chunk's M2 about `mean` (exact two-pass): registers, then shared memory.
+template <int V>
+__device__ __forceinline__ float chunk_m2(const float* r, const float* sx, int nv, float mean) {
+    constexpr int T = CLUSTER_THREADS, RV = CLUSTER_REG / V, RF = CLUSTER_REG * T;
+    const int tid = threadIdx.x;
+    float q2 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RV; ++i) {
+        if (i * T + tid < nv) {
+#pragma unroll
+            for (int k = 0; k < V; ++k) {
+                const float d = r[i * V + k] - mean;
+                q2 += d * d;
+            }
+        }
+    }
+#pragma unroll 4
+    for (int j = RV * T + tid; j < nv; j += T) {
+        float v[V];
+        ldv_shared<V>(sx + (j * V - RF), v);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+            const float d = v[k] - mean;
+            q2 += d * d;
+        }
+    }
+    return q2;
+}
+
+// The row's (mean, rstd) into total: warp 0 merges the cl states `part` of the cluster's CTAs
+// (lane q holds rank q's, read through DSMEM, then one Chan butterfly: every CTA runs the same
+// merges on the same bits, so every CTA gets the same lane-0 result). Called after the cluster
+// barrier that publishes the states; total is read after a __syncthreads.
+__device__ __forceinline__ void cluster_row_total(const cg::cluster_group& cluster, float4* part, int cl, int cols,
+                                                  float eps, float2* total) {
+    const int tid = threadIdx.x;
+    if (tid < 32) {
+        const float4 o = tid < cl ? *cluster.map_shared_rank(part, tid) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float rn = o.x, rm = o.y, rq = o.z;
+        warp_chan(rn, rm, rq);
+        if (tid == 0) *total = make_float2(rm, 1.0f / sqrtf(rq / (float)cols + eps));
+    }
+}
+
+// y for the chunk (registers, then shared memory), normalised with the row's (mean, rstd).
+template <int V>
+__device__ __forceinline__ void chunk_write(float* __restrict__ yr, const float* __restrict__ gr,
+                                            const float* __restrict__ br, float* r, const float* sx, int nv,
+                                            float rmean, float rstd) {
+    constexpr int T = CLUSTER_THREADS, RV = CLUSTER_REG / V, RF = CLUSTER_REG * T;
+    constexpr int WU = CLUSTER_REG >= 8 ? 2 : 4;    // write-loop unroll: fewer registers when many hold x
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < RV; ++i) {
+        const int j = i * T + tid;
+        if (j < nv) normalize_store<V>(yr, gr, br, (long long)j * V, r + i * V, rmean, rstd);
+    }
+#pragma unroll(WU)
+    for (int j = RV * T + tid; j < nv; j += T) {
+        float v[V];
+        ldv_shared<V>(sx + (j * V - RF), v);
+        normalize_store<V>(yr, gr, br, (long long)j * V, v, rmean, rstd);
+    }
 }
 
 // Grid: rows * CL CTAs, clusters of CL along x. CTA rank r owns columns [r * chunk,
@@ -478,7 +567,6 @@ layernorm_cluster(const float* __restrict__ x, const float* __restrict__ gamma, 
     constexpr int RF = CLUSTER_REG * T;              // floats of the chunk in registers
     constexpr int U = 16 / V;                        // vectors a thread stages in flight
     constexpr bool BULK = CLUSTER_TMA != 0 && V == 4;
-    constexpr int WU = CLUSTER_REG >= 8 ? 2 : 4;    // write-loop unroll: fewer registers when many hold x
     extern __shared__ float4 cluster_smem[];
     float* sx = reinterpret_cast<float*>(cluster_smem);
     __shared__ float sh[CNWARPS + 1];
@@ -516,16 +604,7 @@ layernorm_cluster(const float* __restrict__ x, const float* __restrict__ gamma, 
         }
     }
     float r[CLUSTER_REG > 0 ? CLUSTER_REG : 1];
-#pragma unroll
-    for (int i = 0; i < RV; ++i) {
-        const int j = i * T + tid;
-        if (j < nv) {
-            ldv<V>(xr + j * V, r + i * V);
-        } else {
-#pragma unroll
-            for (int k = 0; k < V; ++k) r[i * V + k] = 0.0f;
-        }
-    }
+    load_register_part<V>(xr, r, nv);
     if constexpr (BULK) __syncthreads();             // the mbarriers' init, before any wait
 
     // Pass 1: the chunk's sum (registers, then shared memory as it lands).
@@ -570,66 +649,18 @@ layernorm_cluster(const float* __restrict__ x, const float* __restrict__ gamma, 
     const float mean = n > 0 ? sum / cnt : 0.0f;
 
     // Pass 2: the chunk's M2 about its own mean (exact two-pass), registers then shared memory.
-    float q2 = 0.0f;
-#pragma unroll
-    for (int i = 0; i < RV; ++i) {
-        if (i * T + tid < nv) {
-#pragma unroll
-            for (int k = 0; k < V; ++k) {
-                const float d = r[i * V + k] - mean;
-                q2 += d * d;
-            }
-        }
-    }
-#pragma unroll 4
-    for (int j = RV * T + tid; j < nv; j += T) {
-        float v[V];
-        ldv_shared<V>(sx + (j * V - RF), v);
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-            const float d = v[k] - mean;
-            q2 += d * d;
-        }
-    }
-    const float m2 = block_sum<CNWARPS>(q2, sh);
+    const float m2 = block_sum<CNWARPS>(chunk_m2<V>(r, sx, nv, mean), sh);
 
-    // Row statistics: warp 0 merges the CL states (lane q holds rank q's, then one Chan
-    // butterfly; every CTA runs the same merges on the same bits, so every CTA gets the same
-    // lane-0 result).
+    // Row statistics: the CL states merged by warp 0.
     if (tid == 0) part = make_float4(cnt, mean, m2, 0.0f);
     cluster.sync();                                  // all states written, all CTAs running
-    if (tid < 32) {
-        const float4 o = tid < cl ? *cluster.map_shared_rank(&part, tid) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        float rn = o.x, rm = o.y, rq = o.z;
-        warp_chan(rn, rm, rq);
-        if (tid == 0) total = make_float2(rm, 1.0f / sqrtf(rq / (float)cols + eps));
-    }
+    cluster_row_total(cluster, &part, cl, cols, eps, &total);
     __syncthreads();
     cluster.barrier_arrive();                        // DSMEM reads done; waited on before exit
 
     // y for the chunk: registers, then shared memory.
-    const float rmean = total.x, rstd = total.y;
-#pragma unroll
-    for (int i = 0; i < RV; ++i) {
-        const int j = i * T + tid;
-        if (j < nv) normalize_store<V>(yr, gr, br, (long long)j * V, r + i * V, rmean, rstd);
-    }
-#pragma unroll(WU)
-    for (int j = RV * T + tid; j < nv; j += T) {
-        float v[V];
-        ldv_shared<V>(sx + (j * V - RF), v);
-        normalize_store<V>(yr, gr, br, (long long)j * V, v, rmean, rstd);
-    }
+    chunk_write<V>(yr, gr, br, r, sx, nv, total.x, total.y);
     cluster.barrier_wait();                          // no CTA exits while its state may be read
-}
-
-// Until the phase of parity `parity` of the mbarrier at bar has completed (reused mbarriers: the
-// j-th copy into a buffer completes its phase j, waited on with parity j & 1).
-__device__ __forceinline__ void bulk_wait_parity(unsigned long long* bar, unsigned parity) {
-    asm volatile("{\n\t.reg .pred done;\n"
-                 "WAIT_%=:\n\t"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
-                 "@!done bra WAIT_%=;\n}" ::"r"(shared_address(bar)), "r"(parity) : "memory");
 }
 
 // CLUSTER_PERSIST 1: grid nclusters * CL CTAs (nclusters <= rows and <= the co-resident clusters;
@@ -666,7 +697,6 @@ layernorm_cluster_persist(const float* __restrict__ x, const float* __restrict__
     constexpr int T = CLUSTER_THREADS;
     constexpr int RV = CLUSTER_REG / V;              // vectors a thread holds in registers
     constexpr int RF = CLUSTER_REG * T;              // floats of the chunk in registers
-    constexpr int WU = CLUSTER_REG >= 8 ? 2 : 4;    // write-loop unroll
     extern __shared__ float4 cluster_smem[];
     float* const sbuf = reinterpret_cast<float*>(cluster_smem);
     __shared__ float sh[CNWARPS + 1];
@@ -725,16 +755,7 @@ layernorm_cluster_persist(const float* __restrict__ x, const float* __restrict__
         const float* sx = sbuf + b * stride;
 
         float r[CLUSTER_REG > 0 ? CLUSTER_REG : 1];
-#pragma unroll
-        for (int i = 0; i < RV; ++i) {
-            const int j = i * T + tid;
-            if (j < nv) {
-                ldv<V>(xr + j * V, r + i * V);
-            } else {
-#pragma unroll
-                for (int kk = 0; kk < V; ++kk) r[i * V + kk] = 0.0f;
-            }
-        }
+        load_register_part<V>(xr, r, nv);
 
         // Pass 1: the chunk's sum (registers, then buffer b as its pieces land).
         float s = 0.0f;
@@ -758,54 +779,17 @@ layernorm_cluster_persist(const float* __restrict__ x, const float* __restrict__
         const float mean = n > 0 ? sum / cnt : 0.0f;
 
         // Pass 2: the chunk's M2 about its own mean (exact two-pass).
-        float q2 = 0.0f;
-#pragma unroll
-        for (int i = 0; i < RV; ++i) {
-            if (i * T + tid < nv) {
-#pragma unroll
-                for (int kk = 0; kk < V; ++kk) {
-                    const float d = r[i * V + kk] - mean;
-                    q2 += d * d;
-                }
-            }
-        }
-#pragma unroll 4
-        for (int j = RV * T + tid; j < nv; j += T) {
-            float v[V];
-            ldv_shared<V>(sx + (j * V - RF), v);
-#pragma unroll
-            for (int kk = 0; kk < V; ++kk) {
-                const float d = v[kk] - mean;
-                q2 += d * d;
-            }
-        }
-        const float m2 = block_sum<CNWARPS>(q2, sh);
+        const float m2 = block_sum<CNWARPS>(chunk_m2<V>(r, sx, nv, mean), sh);
 
         // Row statistics: the CL states of part[b], merged by warp 0 as in layernorm_cluster.
         if (tid == 0) part[b] = make_float4(cnt, mean, m2, 0.0f);
         cluster.sync();                              // row k's states written, all CTAs running
-        if (tid < 32) {
-            const float4 o = tid < cl ? *cluster.map_shared_rank(&part[b], tid) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            float rn = o.x, rm = o.y, rq = o.z;
-            warp_chan(rn, rm, rq);
-            if (tid == 0) total = make_float2(rm, 1.0f / sqrtf(rq / (float)cols + eps));
-        }
+        cluster_row_total(cluster, &part[b], cl, cols, eps, &total);
         __syncthreads();
         if (last) cluster.barrier_arrive();          // DSMEM reads done; waited on before exit
 
         // y for the chunk: registers, then buffer b.
-        const float rmean = total.x, rstd = total.y;
-#pragma unroll
-        for (int i = 0; i < RV; ++i) {
-            const int j = i * T + tid;
-            if (j < nv) normalize_store<V>(yr, gr, br, (long long)j * V, r + i * V, rmean, rstd);
-        }
-#pragma unroll(WU)
-        for (int j = RV * T + tid; j < nv; j += T) {
-            float v[V];
-            ldv_shared<V>(sx + (j * V - RF), v);
-            normalize_store<V>(yr, gr, br, (long long)j * V, v, rmean, rstd);
-        }
+        chunk_write<V>(yr, gr, br, r, sx, nv, total.x, total.y);
     }
     cluster.barrier_wait();                          // no CTA exits while its part may be read
 }
@@ -827,6 +811,35 @@ static int sm_count() {
     return sms;
 }
 
+// The cluster regimes' size: the smallest cluster of 2, 4, 8 or 16 CTAs (idx 0..3) whose chunk
+// (cols / cl rounded up to 4 floats), less its CLUSTER_REG floats a thread in registers, fits
+// `budget` bytes of shared memory (bytes: what it takes). False when no size does.
+static bool cluster_plan(int cols, long long budget, int& idx, int& cl, long long& chunk, long long& bytes) {
+    constexpr long long kRegFloats = (long long)CLUSTER_REG * CLUSTER_THREADS;
+    for (idx = 0, cl = 2; idx < 4; ++idx, cl <<= 1) {
+        chunk = ((long long)cols + cl - 1) / cl;
+        chunk = (chunk + 3) / 4 * 4;
+        bytes = chunk > kRegFloats ? (chunk - kRegFloats) * (long long)sizeof(float) : 0;
+        if (bytes <= budget) return true;
+    }
+    return false;
+}
+
+// A launch of clusters of cl CTAs of CLUSTER_THREADS threads on `stream` (grid and shared memory
+// still to set; attr: the caller's storage for the cluster-dimension attribute).
+static cudaLaunchConfig_t cluster_launch(int cl, cudaStream_t stream, cudaLaunchAttribute* attr) {
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = (unsigned)cl;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cudaLaunchConfig_t config = {};
+    config.blockDim = dim3(CLUSTER_THREADS, 1, 1);
+    config.stream = stream;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    return config;
+}
+
 // Cluster regime: launches it and returns true, or returns false (nothing launched, no error
 // left pending) when it does not apply: no cluster size 2..16 whose chunk fits CLUSTER_REG floats
 // a thread plus CLUSTER_SMEM_KB, or the device cannot run such a cluster.
@@ -837,28 +850,13 @@ static bool run_cluster(const float* x, const float* gamma, const float* beta, f
         return false;
     } else {
         constexpr int kSmemMax = CLUSTER_SMEM_KB * 1024;
-        constexpr long long kRegFloats = (long long)CLUSTER_REG * CLUSTER_THREADS;
         int idx = 0, cl = 2;
         long long chunk = 0, smem = 0;
-        for (; idx < 4; ++idx, cl <<= 1) {
-            chunk = ((long long)cols + cl - 1) / cl;
-            chunk = (chunk + 3) / 4 * 4;
-            smem = chunk > kRegFloats ? (chunk - kRegFloats) * (long long)sizeof(float) : 0;
-            if (smem <= kSmemMax) break;
-        }
-        if (idx == 4) return false;
+        if (!cluster_plan(cols, kSmemMax, idx, cl, chunk, smem)) return false;
 
         auto kernel = layernorm_cluster<V>;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = (unsigned)cl;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cudaLaunchConfig_t config = {};
-        config.blockDim = dim3(CLUSTER_THREADS, 1, 1);
-        config.stream = stream;
-        config.attrs = attr;
-        config.numAttrs = 1;
+        cudaLaunchAttribute attr;
+        cudaLaunchConfig_t config = cluster_launch(cl, stream, &attr);
 
         // Kernel attributes and "can a cluster of cl CTAs of kSmemMax bytes run" depend on the
         // device only: set and asked once per device (per V), never per input.
@@ -907,30 +905,14 @@ static bool run_cluster_persist(const float* x, const float* gamma, const float*
         return false;
     } else {
         constexpr int kSmemMax = CLUSTER_SMEM_KB * 1024;
-        constexpr long long kBufMax = kSmemMax / 2;  // bytes a buffer
-        constexpr long long kRegFloats = (long long)CLUSTER_REG * CLUSTER_THREADS;
         int idx = 0, cl = 2;
         long long chunk = 0, buf = 0;
-        for (; idx < 4; ++idx, cl <<= 1) {
-            chunk = ((long long)cols + cl - 1) / cl;
-            chunk = (chunk + 3) / 4 * 4;
-            buf = chunk > kRegFloats ? (chunk - kRegFloats) * (long long)sizeof(float) : 0;
-            if (buf <= kBufMax) break;
-        }
-        if (idx == 4) return false;
+        if (!cluster_plan(cols, kSmemMax / 2, idx, cl, chunk, buf)) return false;   // a buffer: half
         const int smem = (int)(2 * buf);             // two buffers, 16-byte multiples
 
         auto kernel = layernorm_cluster_persist<V>;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = (unsigned)cl;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cudaLaunchConfig_t config = {};
-        config.blockDim = dim3(CLUSTER_THREADS, 1, 1);
-        config.stream = stream;
-        config.attrs = attr;
-        config.numAttrs = 1;
+        cudaLaunchAttribute attr;
+        cudaLaunchConfig_t config = cluster_launch(cl, stream, &attr);
         config.dynamicSmemBytes = (size_t)smem;
 
         // Kernel attributes: set once per device. Co-resident clusters: asked once per device and

@@ -320,6 +320,23 @@ static cudaError_t configure() {
     return cudaSuccess;
 }
 
+// The launch of one cluster of CL CTAs of THREADS threads (attr: the caller's storage for the
+// cluster-dimension attribute, which config points to).
+static cudaLaunchConfig_t cluster_config(int cl, size_t smem, cudaStream_t stream, cudaLaunchAttribute* attr) {
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = cl;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(cl, 1, 1);
+    config.blockDim = dim3(THREADS, 1, 1);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    return config;
+}
+
 // Whether a cluster of CL CTAs of this kernel, each with the most dynamic shared memory it may
 // take, can be resident on the current device (asked once per device and instantiation: a batch of
 // calls must not wait on the host). A refused query reads as "no": the caller takes a smaller size.
@@ -332,17 +349,8 @@ static bool cluster_schedulable() {
     if (dev == cached_dev) return cached_ok;
     bool ok = configure<CL, CACHED>() == cudaSuccess;
     if (ok) {
-        cudaLaunchConfig_t config = {};
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = CL;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        config.gridDim = dim3(CL, 1, 1);
-        config.blockDim = dim3(THREADS, 1, 1);
-        config.dynamicSmemBytes = CACHED ? CACHE_MAX * sizeof(unsigned) : 0;
-        config.attrs = attr;
-        config.numAttrs = 1;
+        cudaLaunchAttribute attr;
+        const cudaLaunchConfig_t config = cluster_config(CL, CACHED ? CACHE_MAX * sizeof(unsigned) : 0, 0, &attr);
         int clusters = 0;
         ok = cudaOccupancyMaxActiveClusters(&clusters, topk_radix<CL, CACHED>, &config) == cudaSuccess && clusters >= 1;
     }
@@ -362,18 +370,8 @@ static int run(const float* x, float* values, int* indices, int n, int k, int mi
     if constexpr (CL == 1) {
         kernel<<<1, THREADS, smem, stream>>>(x, values, indices, n, k, mis, chunk);
     } else {
-        cudaLaunchConfig_t config = {};
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = CL;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        config.gridDim = dim3(CL, 1, 1);
-        config.blockDim = dim3(THREADS, 1, 1);
-        config.dynamicSmemBytes = smem;
-        config.stream = stream;
-        config.attrs = attr;
-        config.numAttrs = 1;
+        cudaLaunchAttribute attr;
+        const cudaLaunchConfig_t config = cluster_config(CL, smem, stream, &attr);
         const cudaError_t err = cudaLaunchKernelEx(&config, kernel, x, values, indices, n, k, mis, chunk);
         if (err != cudaSuccess) return (int)err;
     }
