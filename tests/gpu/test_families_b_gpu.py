@@ -43,17 +43,29 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         # above the cached regime's length (1025 and 4099 columns; 1024 cached); at 192 KB, 2 CTAs
         # for 65537 and 8 for 262144, with float2 vectors
         {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "64", "CLUSTER_THREADS": "256",
-         "CLUSTER_REG": "0", "CLUSTER_TMA": "0"},
+         "CLUSTER_REG": "0", "CLUSTER_TMA": "0", "CLUSTER_XCHG": "0"},
         {"THREADS": "128", "ITEMS": "8", "VEC": "2", "CLUSTER_SMEM_KB": "192", "CLUSTER_THREADS": "512",
-         "CLUSTER_REG": "0", "CLUSTER_TMA": "0"},
+         "CLUSTER_REG": "0", "CLUSTER_TMA": "0", "CLUSTER_XCHG": "0"},
         # the cluster regime with part of each chunk in registers (CLUSTER_REG), with and without
         # the TMA bulk loads (CLUSTER_TMA)
         {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "64", "CLUSTER_THREADS": "256",
-         "CLUSTER_REG": "16", "CLUSTER_TMA": "1"},
+         "CLUSTER_REG": "16", "CLUSTER_TMA": "1", "CLUSTER_XCHG": "0"},
         {"THREADS": "128", "ITEMS": "8", "VEC": "1", "CLUSTER_SMEM_KB": "96", "CLUSTER_THREADS": "512",
-         "CLUSTER_REG": "16", "CLUSTER_TMA": "0"},
+         "CLUSTER_REG": "16", "CLUSTER_TMA": "0", "CLUSTER_XCHG": "0"},
         {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "64", "CLUSTER_THREADS": "128",
-         "CLUSTER_REG": "32", "CLUSTER_TMA": "1"},
+         "CLUSTER_REG": "32", "CLUSTER_TMA": "1", "CLUSTER_XCHG": "0"},
+        # CLUSTER_XCHG 1: the (max, sum) partials exchanged by st.async into every CTA's own shared
+        # memory (one exchange mbarrier a CTA, relaxed cluster barriers only); the same shapes reach
+        # the cluster regime as above. At 64 KB with a register part: 16 CTAs a row for 262144
+        # columns (float4, bulk copies behind the register part, 16 slots), 4 for 65537 (staged) and
+        # 2 for 1025 and 4099 (chunks in registers); at 192 KB, register-staged loads: 8 CTAs of
+        # float2 for 262144 and 2 for 65537, 1025 and 4099
+        {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "64", "CLUSTER_THREADS": "256",
+         "CLUSTER_REG": "16", "CLUSTER_TMA": "1", "CLUSTER_XCHG": "1"},
+        {"THREADS": "128", "ITEMS": "8", "VEC": "2", "CLUSTER_SMEM_KB": "192", "CLUSTER_THREADS": "512",
+         "CLUSTER_REG": "0", "CLUSTER_TMA": "0", "CLUSTER_XCHG": "1"},
+        {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "64", "CLUSTER_THREADS": "128",
+         "CLUSTER_REG": "32", "CLUSTER_TMA": "1", "CLUSTER_XCHG": "1"},
     ],
     ("layernorm", "regime"): [
         # the split regime (CLUSTER_SMEM_KB 0: no cluster)
@@ -61,15 +73,16 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         {"WARP_ITEMS": "32", "WARPS_PER_BLOCK": "8", "THREADS": "1024", "ITEMS": "16", "VEC": "1",
          "CLUSTER_SMEM_KB": "0"},
         {"WARP_ITEMS": "2", "THREADS": "256", "ITEMS": "4", "SPLIT_COLS": "4096", "VEC": "2", "CLUSTER_SMEM_KB": "0"},
-        # the cluster regime (CLUSTER_SMEM_KB > 0): (count, mean, M2) merged through DSMEM
+        # the cluster regime (CLUSTER_SMEM_KB > 0): (count, mean, M2) merged through DSMEM (CLUSTER_XCHG
+        # 0, release / acquire cluster barriers, named in each cluster entry since the default is 1)
         {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "16", "CLUSTER_THREADS": "128",
-         "CLUSTER_REG": "0", "CLUSTER_TMA": "1"},
+         "CLUSTER_REG": "0", "CLUSTER_TMA": "1", "CLUSTER_XCHG": "0"},
         {"THREADS": "128", "ITEMS": "8", "VEC": "2", "CLUSTER_SMEM_KB": "64", "CLUSTER_THREADS": "256",
-         "CLUSTER_REG": "16", "CLUSTER_TMA": "1"},
+         "CLUSTER_REG": "16", "CLUSTER_TMA": "1", "CLUSTER_XCHG": "0"},
         {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "32", "CLUSTER_THREADS": "512",
-         "CLUSTER_REG": "8", "CLUSTER_TMA": "0"},
+         "CLUSTER_REG": "8", "CLUSTER_TMA": "0", "CLUSTER_XCHG": "0"},
         {"THREADS": "256", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "128", "CLUSTER_THREADS": "1024",
-         "CLUSTER_REG": "16", "CLUSTER_TMA": "1"},
+         "CLUSTER_REG": "16", "CLUSTER_TMA": "1", "CLUSTER_XCHG": "0"},
         # CLUSTER_PERSIST 1: persistent clusters, two chunk buffers a CTA (the next row's bulk copies
         # in flight during this row's merge and write). THREADS * ITEMS < 1000 and WARP_ITEMS <= 16
         # send the validation shapes with cols % 4 == 0 into the cluster regime: 33 x 1000 runs on 9
@@ -77,15 +90,38 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         # the third keeps the whole chunk in registers; the last two (CLUSTER_TMA 0, VEC 2) take the
         # fallback (one cluster a row)
         {"WARP_ITEMS": "16", "THREADS": "128", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "32",
-         "CLUSTER_THREADS": "256", "CLUSTER_REG": "0", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1"},
+         "CLUSTER_THREADS": "256", "CLUSTER_REG": "0", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1",
+         "CLUSTER_XCHG": "0"},
         {"WARP_ITEMS": "8", "THREADS": "128", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "16",
-         "CLUSTER_THREADS": "128", "CLUSTER_REG": "0", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1"},
+         "CLUSTER_THREADS": "128", "CLUSTER_REG": "0", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1",
+         "CLUSTER_XCHG": "0"},
         {"WARP_ITEMS": "4", "THREADS": "128", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "16",
-         "CLUSTER_THREADS": "1024", "CLUSTER_REG": "8", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1"},
+         "CLUSTER_THREADS": "1024", "CLUSTER_REG": "8", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1",
+         "CLUSTER_XCHG": "0"},
         {"WARP_ITEMS": "16", "THREADS": "128", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "32",
-         "CLUSTER_THREADS": "256", "CLUSTER_TMA": "0", "CLUSTER_PERSIST": "1"},
+         "CLUSTER_THREADS": "256", "CLUSTER_TMA": "0", "CLUSTER_PERSIST": "1",
+         "CLUSTER_XCHG": "0"},
         {"WARP_ITEMS": "16", "THREADS": "128", "ITEMS": "4", "VEC": "2", "CLUSTER_SMEM_KB": "32",
-         "CLUSTER_THREADS": "256", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1"},
+         "CLUSTER_THREADS": "256", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1",
+         "CLUSTER_XCHG": "0"},
+        # CLUSTER_XCHG 1 (one cluster a row): the (count, mean, M2) states exchanged by st.async into
+        # every CTA's own shared memory. THREADS * ITEMS = 512 and WARP_ITEMS 16 send 33 x 1000 and
+        # 4 x 1024 (float4) into the cluster regime too, not only the odd shapes: clusters of 2 for
+        # them and for 777 and 4099 (scalar). The first keeps those chunks in registers (CLUSTER_REG
+        # 8) and runs 3 x 65537 on 16 CTAs (16 slots); the second bulk-copies 1000 and 1024 (TMA, no
+        # register part; 65537 takes the split regime at 16 KB); the third loads through registers
+        # (CLUSTER_TMA 0, float4 for 1000 / 1024), 16 CTAs of 512 threads for 65537
+        {"WARP_ITEMS": "16", "THREADS": "128", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "16",
+         "CLUSTER_THREADS": "128", "CLUSTER_REG": "8", "CLUSTER_TMA": "1", "CLUSTER_XCHG": "1"},
+        {"WARP_ITEMS": "16", "THREADS": "128", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "16",
+         "CLUSTER_THREADS": "256", "CLUSTER_REG": "0", "CLUSTER_TMA": "1", "CLUSTER_XCHG": "1"},
+        {"WARP_ITEMS": "16", "THREADS": "128", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "32",
+         "CLUSTER_THREADS": "512", "CLUSTER_REG": "0", "CLUSTER_TMA": "0", "CLUSTER_XCHG": "1"},
+        # CLUSTER_PERSIST 1 with CLUSTER_XCHG 1: two slot sets and two exchange mbarriers (rows k & 1),
+        # the first persistent entry's shapes (33 x 1000 on 9 clusters: both sets, both parities)
+        {"WARP_ITEMS": "16", "THREADS": "128", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "32",
+         "CLUSTER_THREADS": "256", "CLUSTER_REG": "0", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1",
+         "CLUSTER_XCHG": "1"},
     ],
     # cross_entropy/tiled: the warp-chunk regime with run-time C (4 rows a lane, float4, read-only
     # loads) and with compile-time C (scalar coalesced loads, one row a lane), the earlier two
@@ -122,7 +158,8 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
     # prefix_sum/lookback: LOAD 0 (cub), 1 (direct blocked), 2 (float4 striped through swizzled
     # shared memory: ITEMS 8, 16, 24 swizzled, 12 not) and 3 (bulk copies, plain layout), with and
     # without CACHE (streaming hints / L2 evict-first), look-back backoff and a register bound;
-    # LOAD and CACHE named in every entry, so that a change of the defaults moves no entry
+    # LOAD and CACHE named in every entry, so that a change of the defaults moves no entry (and
+    # EARLY_LOOKBACK 0 in the LOAD 3 ones: the resident kernel without the look-back warp)
     ("prefix_sum", "lookback"): [
         {"THREADS": "128", "ITEMS": "4", "SCAN_ALGO": "0", "LOAD": "0", "CACHE": "0"},
         {"THREADS": "512", "ITEMS": "8", "SCAN_ALGO": "1", "LOAD": "0", "CACHE": "1"},
@@ -131,9 +168,19 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         {"THREADS": "128", "ITEMS": "8", "SCAN_ALGO": "2", "LOAD": "2", "CACHE": "1"},
         {"THREADS": "512", "ITEMS": "12", "SCAN_ALGO": "1", "LOAD": "2", "CACHE": "1"},
         {"THREADS": "256", "ITEMS": "16", "LOAD": "2", "CACHE": "1"},
-        {"THREADS": "256", "ITEMS": "24", "LOAD": "3", "CACHE": "1", "MIN_BLOCKS": "8"},
-        {"THREADS": "128", "ITEMS": "20", "LOAD": "3", "CACHE": "0", "BACKOFF_NS": "256", "MIN_BLOCKS": "6"},
-        {"THREADS": "512", "ITEMS": "4", "SCAN_ALGO": "0", "LOAD": "3", "BACKOFF_NS": "64", "MIN_BLOCKS": "4"},
+        {"THREADS": "256", "ITEMS": "24", "LOAD": "3", "CACHE": "1", "MIN_BLOCKS": "8", "EARLY_LOOKBACK": "0"},
+        {"THREADS": "128", "ITEMS": "20", "LOAD": "3", "CACHE": "0", "BACKOFF_NS": "256", "MIN_BLOCKS": "6", "EARLY_LOOKBACK": "0"},
+        {"THREADS": "512", "ITEMS": "4", "SCAN_ALGO": "0", "LOAD": "3", "BACKOFF_NS": "64", "MIN_BLOCKS": "4", "EARLY_LOOKBACK": "0"},
+        # WINDOW 64 / 128: two and four status words a lane per look-back round (LOAD 1, 2, 0);
+        # EARLY_LOOKBACK 1: the look-back warp beside the data warps from the block's start (LOAD 3:
+        # bulk and scalar tiles, 128 and 512 data threads, with backoff and a register bound)
+        {"THREADS": "128", "ITEMS": "8", "LOAD": "1", "CACHE": "0", "WINDOW": "64"},
+        {"THREADS": "256", "ITEMS": "12", "LOAD": "2", "CACHE": "1", "WINDOW": "128", "BACKOFF_NS": "1024"},
+        {"THREADS": "128", "ITEMS": "4", "SCAN_ALGO": "1", "LOAD": "0", "CACHE": "0", "WINDOW": "128"},
+        {"THREADS": "256", "ITEMS": "32", "LOAD": "3", "CACHE": "0", "EARLY_LOOKBACK": "1", "BACKOFF_NS": "1024"},
+        {"THREADS": "128", "ITEMS": "4", "LOAD": "3", "CACHE": "1", "EARLY_LOOKBACK": "1", "WINDOW": "64",
+         "MIN_BLOCKS": "8"},
+        {"THREADS": "512", "ITEMS": "8", "LOAD": "3", "CACHE": "0", "EARLY_LOOKBACK": "1", "BACKOFF_NS": "64"},
     ],
     ("histogram", "privatized"): [
         {"AGG": "0", "COPIES": "1", "VEC": "1", "THREADS": "256", "BLOCKS_PER_SM": "4", "ITEMS": "1"},

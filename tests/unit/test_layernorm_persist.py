@@ -198,6 +198,31 @@ class Violation(AssertionError):
     pass
 
 
+def interleave(threads: dict, in_flight: list, land, rng: random.Random, ctas: int) -> None:  # type: ignore[type-arg]
+    """Run the simulated threads (generators keyed (cta, warp), each yielding the condition it waits
+    on) and land the asynchronous copies in ``in_flight`` (``land(i)``) in a random order: each CTA
+    and the copy engine at its own speed this run, so that some race ahead of others. A state where
+    nothing can move is a deadlock."""
+    live = dict(threads)
+    ready: dict = {key: (lambda: True) for key in live}  # type: ignore[type-arg]
+    speed = [rng.choice((0.02, 1.0, 50.0)) for _ in range(ctas)]
+    copy_speed = rng.choice((0.05, 1.0, 20.0))
+    while live or in_flight:
+        runnable = [key for key in live if ready[key]()]
+        choices = [("t", key) for key in runnable] + [("c", i) for i in range(len(in_flight))]
+        if not choices:
+            raise Violation(f"deadlock: {sorted(live)} blocked")
+        weights = [speed[what[0]] if kind == "t" else copy_speed for kind, what in choices]
+        kind, what = rng.choices(choices, weights)[0]
+        if kind == "c":
+            land(what)
+            continue
+        try:
+            ready[what] = next(live[what])
+        except StopIteration:
+            del live[what]
+
+
 class ClusterSim:
     """One cluster of `cl` CTAs of `t` threads (thread 0 issues the copies and, standing for warp
     0, reads the DSMEM states) running layernorm_cluster_persist's synchronisation over `rows`
@@ -312,25 +337,7 @@ class ClusterSim:
         self.exited[c] += 1
 
     def run(self) -> None:
-        live = dict(self.threads)
-        ready: dict[tuple[int, int], object] = {key: (lambda: True) for key in live}
-        # each CTA (and the copy engine) runs at its own speed this run: some race ahead of others
-        speed = [self.rng.choice((0.02, 1.0, 50.0)) for _ in range(self.cl)]
-        copy_speed = self.rng.choice((0.05, 1.0, 20.0))
-        while live or self.copies:
-            runnable = [key for key in live if ready[key]()]
-            choices = [("t", key) for key in runnable] + [("c", i) for i in range(len(self.copies))]
-            if not choices:
-                raise Violation(f"deadlock: {sorted(live)} blocked")
-            weights = [speed[what[0]] if kind == "t" else copy_speed for kind, what in choices]
-            kind, what = self.rng.choices(choices, weights)[0]
-            if kind == "c":
-                self._land(what)
-                continue
-            try:
-                ready[what] = next(live[what])
-            except StopIteration:
-                del live[what]
+        interleave(self.threads, self.copies, self._land, self.rng, self.cl)
         for c in range(self.cl):
             for b in range(2):
                 assert all(x == 0 for x in self.tx[c][b])
@@ -397,9 +404,13 @@ def test_kernel_text_matches_the_replay() -> None:
 
 # ---- 5. which validation shapes take the persistent path ----------------------------------------
 
-#: the GPU suite's CLUSTER_PERSIST combinations (tests/gpu/test_families_b_gpu.py): three that take the
-#: persistent path on the validation shapes, then the CLUSTER_TMA 0 and VEC 2 fallbacks
-GPU_COMBOS = [c for c in COMBOS[("layernorm", "regime")] if c.get("CLUSTER_PERSIST") == "1"]
+#: the GPU suite's CLUSTER_PERSIST combinations with the cluster barriers (tests/gpu/test_families_b_gpu.py):
+#: three that take the persistent path on the validation shapes, then the CLUSTER_TMA 0 and VEC 2 fallbacks
+GPU_COMBOS = [c for c in COMBOS[("layernorm", "regime")]
+              if c.get("CLUSTER_PERSIST") == "1" and c.get("CLUSTER_XCHG") == "0"]
+#: the persistent path with the st.async exchange (CLUSTER_XCHG 1, tests/unit/test_cluster_exchange.py)
+GPU_XCHG_COMBOS = [c for c in COMBOS[("layernorm", "regime")]
+                   if c.get("CLUSTER_PERSIST") == "1" and c.get("CLUSTER_XCHG") == "1"]
 
 
 def _path(rows: int, cols: int, k: dict[str, int], sms: int = 132) -> str:
@@ -440,3 +451,11 @@ def test_gpu_combos_reach_the_persistent_path() -> None:
     assert _path(256, 65536, defaults) == "cluster"
     assert _path(256, 65536, {**defaults, "CLUSTER_PERSIST": 1}) == "persist"
     assert _path(256, 65536, {**defaults, "CLUSTER_PERSIST": 1, "CLUSTER_SMEM_KB": 16}) == "cluster"
+
+
+def test_the_exchange_combo_reaches_the_persistent_path_with_both_buffers() -> None:
+    assert len(GPU_XCHG_COMBOS) == 1
+    k = {name: int(knob.value) for name, knob in parse_knobs(set_knobs(SRC, GPU_XCHG_COMBOS[0])).items()}
+    assert k["CLUSTER_XCHG"] == 1
+    assert _path(33, 1000, k) == "persist" and _path(4, 1024, k) == "persist"
+    assert -(-33 // _nclusters(33, 132)) >= 2                        # two rows or more a cluster: both slot sets

@@ -44,6 +44,16 @@
 //    0.0815 (2.02x), at 64 KB with 512 threads 0.0863, at 32 KB (clusters of 16) 0.0822, at 128 KB
 //    with 1024 threads 0.1338. Fewer resident chunks (two buffers a CTA halve them) cost more than
 //    the overlap bought, so the default stays CLUSTER_PERSIST 0; the path stays in the search;
+//  - both cluster regimes, CLUSTER_XCHG 1: the CL states are exchanged without release/acquire
+//    cluster barriers. Each CTA has CL receive slots and an exchange mbarrier in its own shared
+//    memory; lanes q < CL of warp 0 write the CTA's (count, mean, M2) into slot `rank` of CTA q
+//    with st.async (completing 16 bytes on CTA q's mbarrier), and each CTA waits on its own
+//    mbarrier and merges slots 0..CL-1 exactly as the DSMEM merge does (every warp on its own:
+//    no __syncthreads, no DSMEM reads). Only relaxed cluster barriers remain (no memory fences):
+//    one after the mbarrier init, waited on before the first st.async, and one before exit.
+//    Why: Nsight Compute on an H100 (long_rows, CLUSTER_XCHG 0) showed the cluster kernel at
+//    ~1750 GB/s of ~2900, with membar stalls (6.8 warps per issue) from the release arrives and
+//    barrier stalls from waiting twice for the slowest CTA of the cluster; not measured yet;
 //  - long rows otherwise: each thread folds batches of ITEMS elements (batch mean and M2 by two
 //    passes over registers) into a running (count, mean, M2) with Chan's parallel update; states
 //    merge across warps and blocks the same way. With enough rows, one block per row (statistics
@@ -71,6 +81,7 @@ namespace cg = cooperative_groups;
 #define CLUSTER_REG 0       // knob: 0 8 16 32
 #define CLUSTER_TMA 1       // knob: 0 1
 #define CLUSTER_PERSIST 0   // knob: 0 1
+#define CLUSTER_XCHG 1      // knob: 0 1
 // Defaults: the cluster regime at 32 KB a CTA, 256 threads, TMA loads: long_rows (256 x 65536) on
 // an H100 went from 0.0836 ms (the split regime, 1.97x torch) to 0.0694 ms (2.37x) in one process
 // (sixteenth session); 16 KB read 0.0707-0.0772, 64 KB with CLUSTER_REG 16 0.0705, and 32 KB with
@@ -79,7 +90,11 @@ namespace cg = cooperative_groups;
 // CLUSTER_THREADS: that kernel's block size; CLUSTER_REG: floats of its chunk each thread holds
 // in registers; CLUSTER_TMA: bulk copies (1) or register-staged loads (0) into shared memory;
 // CLUSTER_PERSIST: 1 runs the cluster regime persistent and double-buffered where it can (bulk
-// copies, float4 rows; CLUSTER_SMEM_KB then holds both buffers), 0 one cluster per row.
+// copies, float4 rows; CLUSTER_SMEM_KB then holds both buffers), 0 one cluster per row;
+// CLUSTER_XCHG: 1 exchanges the cluster regimes' per-CTA states by st.async into every CTA's own
+// shared memory (an mbarrier a CTA, relaxed cluster barriers only), 0 by DSMEM reads between
+// release/acquire cluster barriers (cluster.sync). 1 is the default: on an H100 (evaluate.py,
+// --trials 20) long_rows 2.66x torch against 2.37x (tasks/README.md, eighteenth session).
 // Knob constraints (evo_fsr/knobs.py): a row cached in registers must fit (64 registers per
 // thread at 1024 threads), in both the block-per-row and the cluster regime.
 // constraint: THREADS * ITEMS <= 16384
@@ -100,6 +115,7 @@ static_assert(CLUSTER_THREADS % 32 == 0 && CLUSTER_THREADS >= 64 && CLUSTER_THRE
 static_assert(CLUSTER_REG % 4 == 0 && CLUSTER_REG >= 0, "CLUSTER_REG: a multiple of 4 (whole float4s)");
 static_assert(CLUSTER_TMA == 0 || CLUSTER_TMA == 1, "CLUSTER_TMA: 0 or 1");
 static_assert(CLUSTER_PERSIST == 0 || CLUSTER_PERSIST == 1, "CLUSTER_PERSIST: 0 or 1");
+static_assert(CLUSTER_XCHG == 0 || CLUSTER_XCHG == 1, "CLUSTER_XCHG: 0 or 1");
 
 #define NWARPS (THREADS / 32)
 #define CNWARPS (CLUSTER_THREADS / 32)
@@ -467,6 +483,113 @@ __device__ __forceinline__ void bulk_wait_parity(unsigned long long* bar, unsign
 
 __device__ __forceinline__ void bulk_wait(unsigned long long* bar) { bulk_wait_parity(bar, 0u); }
 
+// ---- CLUSTER_XCHG 1: the CTAs' states exchanged by st.async, no release/acquire cluster barrier ----
+// Every CTA owns receive slots (slot q: rank q's (n, mean, M2), 16 bytes) and an exchange mbarrier
+// (arrival count 1) in its own shared memory. Per row:
+//  1. thread 0 arms its own mbarrier: arrive + expect_tx of CL * 16 bytes (the phase then completes
+//     when all CL states have landed, its own included);
+//  2. lane q < CL of warp 0 writes this CTA's state into slot `rank` of CTA q (q = rank included)
+//     with st.async, which completes its 16 bytes on CTA q's mbarrier;
+//  3. every thread waits on its own mbarrier and its warp merges slots 0..CL-1 from its own shared
+//     memory: the butterfly of cluster_row_total on the same bits in the same lanes, so the same
+//     (mean, rstd) bits as CLUSTER_XCHG 0, whatever order the states landed in.
+// Memory model (PTX ISA, st.async, "Conditions" for .weak): the store is a weak memory operation and
+// "the complete-tx operation on the mbarrier has .release semantics at .cluster scope"; each reading
+// thread observes the phase completion and then acquires at .cluster scope (xchg_wait; the scope must
+// cover the writing thread in another CTA: the default .cta scope of try_wait would not), so every
+// slot of that phase is visible to its plain loads afterwards: st.async "is performed in the generic
+// proxy", like those loads, so no proxy fence is needed either. The arming may come before or after
+// peers' bytes land: a complete-tx before the expect-tx drives tx-count negative (its valid range
+// is -(2^20 - 1) .. 2^20 - 1), and the phase cannot complete while the arrival is pending.
+// A CTA may write into a peer only once the peer's mbarrier is initialised: thread 0 initialises it
+// at kernel start, fence.mbarrier_init.release.cluster publishes the init, every thread arrives on
+// the cluster barrier with .relaxed (no membar: the fence is the release, the PTX ISA's own example
+// of releasing barrier state), and every thread waits on that barrier (acquire) right before the
+// first st.async; by then every CTA has long passed its kernel start, so the wait costs ~nothing.
+// Exit: no CTA exits while st.async into it may be pending (it waits on its own mbarrier, which
+// completes only when every peer's bytes have landed). Whether a CTA may exit with its own st.async
+// to a peer still in flight, the PTX ISA does not say (the CUDA guide asks that all DSMEM operations
+// happen before a block exits), so each CTA also arrives (.relaxed) on the cluster barrier once its
+// own mbarrier completed and waits on it just before exiting: when that wait returns, every CTA's
+// mbarrier has completed, i.e. every st.async of the cluster has landed. This is an execution
+// dependency, not a memory-visibility one, so .relaxed suffices; the arrive comes before the write
+// pass, so the wait at exit is normally satisfied on arrival.
+
+// Thread 0: initialise n exchange mbarriers (arrival count 1) and publish the inits to the cluster;
+// every thread then arrives on the cluster barrier (cluster_arrive_relaxed).
+__device__ __forceinline__ void xchg_init(unsigned long long* bar, int n) {
+    for (int i = 0; i < n; ++i)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&bar[i])) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// barrier.cluster with no memory ordering on the arrive (no membar); every thread of every CTA of the
+// cluster executes both, uniformly (.aligned).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void cluster_wait_aligned() {
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+}
+
+// Warp 0 (all 32 lanes): thread 0 arms this CTA's mbarrier `bar` for cl states, then lane q < cl
+// writes v into slot `rank` of CTA q's `slots` (the same shared-memory offsets in every CTA),
+// completing 16 bytes on CTA q's `bar`.
+__device__ __forceinline__ void xchg_send(float4* slots, unsigned long long* bar, int rank, int cl, float4 v) {
+    const int lane = threadIdx.x & 31;
+    if (lane == 0)
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                     ::"r"(shared_address(bar)), "r"((unsigned)cl * 16u) : "memory");
+    if (lane < cl) {
+        unsigned dst, rbar;
+        asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(dst) : "r"(shared_address(slots + rank)), "r"(lane));
+        asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rbar) : "r"(shared_address(bar)), "r"(lane));
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];"
+                     ::"r"(dst), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(rbar) : "memory");
+    }
+}
+
+// Until the phase of parity `parity` of this CTA's exchange mbarrier has completed, then acquire at
+// cluster scope for shared memory (pairs with the st.asyncs' release complete-tx). CUDA >= 12.8
+// (PTX ISA 8.6): a relaxed try_wait and fence.acquire.sync_restrict::shared::cluster.cluster, the
+// PTX ISA's own example ("acquire local shared memory via generic proxy"; membar/fence section):
+// the acquire covers shared memory only, so no L1 invalidation (try_wait.acquire.cluster compiles
+// to an extra CCTL.IVALL, which also drops the co-resident CTAs' cached gamma / beta lines). Older
+// toolkits: try_wait.acquire.cluster.
+__device__ __forceinline__ void xchg_wait(unsigned long long* bar, unsigned parity) {
+#if __CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8)
+    asm volatile("{\n\t.reg .pred done;\n"
+                 "XWAIT_%=:\n\t"
+                 "mbarrier.try_wait.parity.relaxed.cluster.shared::cta.b64 done, [%0], %1;\n\t"
+                 "@!done bra XWAIT_%=;\n}" ::"r"(shared_address(bar)), "r"(parity) : "memory");
+    asm volatile("fence.acquire.sync_restrict::shared::cluster.cluster;" ::: "memory");
+#else
+    asm volatile("{\n\t.reg .pred done;\n"
+                 "XWAIT_%=:\n\t"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n\t"
+                 "@!done bra XWAIT_%=;\n}" ::"r"(shared_address(bar)), "r"(parity) : "memory");
+#endif
+}
+
+// Every warp, after xchg_wait: the row's (mean, rstd) from the cl received states, lane q holding
+// slot q and lane 0's butterfly result broadcast; the operations of cluster_row_total on the same
+// values in the same lanes, hence the same bits in every warp and every CTA. The slots are read
+// through a generic pointer the compiler cannot trace to shared memory (one 16-byte load a lane a
+// row): with ld.shared here, ptxas (CUDA 13.0) reloaded the global-memory descriptor in every trip
+// of chunk_write's loop and spilled 48 bytes in layernorm_cluster<4> at 40 registers.
+__device__ __forceinline__ float2 xchg_row_total(const float4* slots, int cl, int cols, float eps) {
+    const int lane = threadIdx.x & 31;
+    const float4* g;
+    asm("mov.b64 %0, %1;" : "=l"(g) : "l"(slots));
+    const float4 o = lane < cl ? g[lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float rn = o.x, rm = o.y, rq = o.z;
+    warp_chan(rn, rm, rq);
+    rm = __shfl_sync(0xffffffffu, rm, 0);
+    rq = __shfl_sync(0xffffffffu, rq, 0);
+    return make_float2(rm, 1.0f / sqrtf(rq / (float)cols + eps));
+}
+
 // ---- the cluster regimes' per-chunk steps (layernorm_cluster and layernorm_cluster_persist) ----
 // A CTA's chunk: nv vectors of V floats, the first CLUSTER_REG / V of each thread in registers r
 // (thread t: vectors i * CLUSTER_THREADS + t), the rest in shared memory at sx (sx[0] is float
@@ -557,7 +680,7 @@ __device__ __forceinline__ void chunk_write(float* __restrict__ yr, const float*
 // row's alignment); an empty chunk contributes the state (0, 0, 0). Of the chunk's n floats, the
 // first RF = CLUSTER_REG * CLUSTER_THREADS live in registers (thread t holds vectors i *
 // CLUSTER_THREADS + t, i < CLUSTER_REG / V) and floats [RF, n) in dynamic shared memory (sx[0]
-// is float RF).
+// is float RF). CLUSTER_XCHG 1: the states go through xslot / xbar (see xchg_send) instead of part.
 template <int V>
 __global__ void __launch_bounds__(CLUSTER_THREADS, CLUSTER_MIN_BLOCKS)
 layernorm_cluster(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
@@ -586,6 +709,15 @@ layernorm_cluster(const float* __restrict__ x, const float* __restrict__ gamma, 
     float* yr = y + off;
     const float* gr = gamma + c0;
     const float* br = beta + c0;
+
+    // CLUSTER_XCHG 1: the exchange mbarrier, initialised and published before the loads (the
+    // relaxed arrive is waited on just before the first st.async, long after every CTA got here).
+    __shared__ float4 xslot[CLUSTER_XCHG ? 16 : 1];  // slot q: rank q's (n, mean, M2)
+    __shared__ unsigned long long xbar;              // completes once all CL slots have landed
+    if constexpr (CLUSTER_XCHG != 0) {
+        if (tid == 0) xchg_init(&xbar, 1);
+        cluster_arrive_relaxed();
+    }
 
     // Issue every load of the chunk before consuming any: the bulk copies (thread 0), then the
     // register part.
@@ -651,16 +783,31 @@ layernorm_cluster(const float* __restrict__ x, const float* __restrict__ gamma, 
     // Pass 2: the chunk's M2 about its own mean (exact two-pass), registers then shared memory.
     const float m2 = block_sum<CNWARPS>(chunk_m2<V>(r, sx, nv, mean), sh);
 
-    // Row statistics: the CL states merged by warp 0.
-    if (tid == 0) part = make_float4(cnt, mean, m2, 0.0f);
-    cluster.sync();                                  // all states written, all CTAs running
-    cluster_row_total(cluster, &part, cl, cols, eps, &total);
-    __syncthreads();
-    cluster.barrier_arrive();                        // DSMEM reads done; waited on before exit
+    if constexpr (CLUSTER_XCHG != 0) {
+        // Row statistics: every CTA's state into slot `rank` of every CTA (st.async), merged by
+        // every warp from its own CTA's slots once they have all landed (see xchg_send).
+        cluster_wait_aligned();                      // every peer's mbarrier initialised
+        if (tid < 32) xchg_send(xslot, &xbar, rank, cl, make_float4(cnt, mean, m2, 0.0f));
+        xchg_wait(&xbar, 0u);                        // all CL states landed here, visible (acquire)
+        const float2 t = xchg_row_total(xslot, cl, cols, eps);
+        cluster_arrive_relaxed();                    // my mbarrier completed; waited on before exit
 
-    // y for the chunk: registers, then shared memory.
-    chunk_write<V>(yr, gr, br, r, sx, nv, total.x, total.y);
-    cluster.barrier_wait();                          // no CTA exits while its state may be read
+        // y for the chunk: registers, then shared memory.
+        chunk_write<V>(yr, gr, br, r, sx, nv, t.x, t.y);
+        cluster_wait_aligned();                      // every CTA's mbarrier completed: no st.async
+                                                     // of the cluster is still in flight
+    } else {
+        // Row statistics: the CL states merged by warp 0.
+        if (tid == 0) part = make_float4(cnt, mean, m2, 0.0f);
+        cluster.sync();                              // all states written, all CTAs running
+        cluster_row_total(cluster, &part, cl, cols, eps, &total);
+        __syncthreads();
+        cluster.barrier_arrive();                    // DSMEM reads done; waited on before exit
+
+        // y for the chunk: registers, then shared memory.
+        chunk_write<V>(yr, gr, br, r, sx, nv, total.x, total.y);
+        cluster.barrier_wait();                      // no CTA exits while its state may be read
+    }
 }
 
 // CLUSTER_PERSIST 1: grid nclusters * CL CTAs (nclusters <= rows and <= the co-resident clusters;
@@ -688,6 +835,28 @@ layernorm_cluster(const float* __restrict__ x, const float* __restrict__ gamma, 
 //     k + 2) only after row k + 1's barrier, which every peer reaches after its row-k reads.
 //  3. on the cluster's last row every thread arrives on the cluster barrier after the DSMEM reads,
 //     and waits on it just before exiting: no CTA exits while a peer may still read its part.
+// CLUSTER_XCHG 1 replaces 2 and 3 (no cluster.sync a row): the states of row k go by st.async into
+// slot set b = k & 1 (xslot[b][rank] of every CTA), completing on that CTA's mbarrier xbar[b]; row k
+// is xbar[b]'s (k >> 1)-th phase, waited on with parity (k >> 1) & 1 and armed (arrive + expect_tx
+// of CL * 16 bytes) by thread 0 in row k itself, just before its own sends. Why two slot sets and
+// two mbarriers, and why that suffices (no CTA can race two rows ahead of a peer's reads):
+//  - one mbarrier for every row would be wrong: a peer that has finished row k may send row k + 1
+//    while another peer's row-k bytes to me are still in flight, and bytes count alike, so row k's
+//    phase could complete on row k + 1's bytes with a row-k slot not yet written;
+//  - with xbar[b], a peer P writes row k + 2 (slot set b again) only after P's row k + 1 completed,
+//    i.e. after my row-(k + 1) state landed in P; I send that state after the __syncthreads at the
+//    top of row k + 1, which every warp of mine reaches only after reading its row-k slots and
+//    after waiting on xbar[b]'s row-k phase. So P's row-(k + 2) bytes land after my last read of
+//    set b for row k (the chain: my reads, __syncthreads, my st.async's release complete-tx at
+//    cluster scope, P's acquire wait, P's st.async: no write-after-read race on the slots) and
+//    after that phase completed (they count towards row k + 2's phase, never row k's). They may
+//    land before thread 0 arms row k + 2's phase: tx-count goes negative until the arming, and the
+//    phase cannot complete while its arrival is pending;
+//  - the relaxed cluster barrier before the first st.async (row 0) guarantees every peer's
+//    mbarriers are initialised; on the cluster's last row every thread arrives (.relaxed) once its
+//    mbarrier completed and waits before exit (the same cluster.barrier_wait() as step 3), so no
+//    CTA exits with an st.async of the cluster in flight (see xchg_send). One cluster barrier
+//    fewer a row, no memory fences, and the merge runs in every warp (no __syncthreads, no DSMEM).
 template <int V>
 __global__ void __launch_bounds__(CLUSTER_THREADS, CLUSTER_MIN_BLOCKS)
 layernorm_cluster_persist(const float* __restrict__ x, const float* __restrict__ gamma,
@@ -719,6 +888,14 @@ layernorm_cluster_persist(const float* __restrict__ x, const float* __restrict__
     const int stride = chunk > RF ? chunk - RF : 0;  // floats a buffer (ns <= stride)
     const float* gr = gamma + c0;
     const float* br = beta + c0;
+
+    // CLUSTER_XCHG 1: slot set b and its mbarrier xbar[b] for the rows k with k & 1 == b.
+    __shared__ float4 xslot[CLUSTER_XCHG ? 2 : 1][CLUSTER_XCHG ? 16 : 1];
+    __shared__ unsigned long long xbar[2];
+    if constexpr (CLUSTER_XCHG != 0) {
+        if (tid == 0) xchg_init(xbar, 2);
+        cluster_arrive_relaxed();                    // waited on before row 0's st.async
+    }
 
     // Thread 0: the copies of row `row`'s shared part into buffer b, CPIECES pieces.
     auto issue = [&](int row, int b) {
@@ -781,17 +958,30 @@ layernorm_cluster_persist(const float* __restrict__ x, const float* __restrict__
         // Pass 2: the chunk's M2 about its own mean (exact two-pass).
         const float m2 = block_sum<CNWARPS>(chunk_m2<V>(r, sx, nv, mean), sh);
 
-        // Row statistics: the CL states of part[b], merged by warp 0 as in layernorm_cluster.
-        if (tid == 0) part[b] = make_float4(cnt, mean, m2, 0.0f);
-        cluster.sync();                              // row k's states written, all CTAs running
-        cluster_row_total(cluster, &part[b], cl, cols, eps, &total);
-        __syncthreads();
-        if (last) cluster.barrier_arrive();          // DSMEM reads done; waited on before exit
+        if constexpr (CLUSTER_XCHG != 0) {
+            // Row statistics: the CL states of row k through slot set b (see above).
+            if (k == 0) cluster_wait_aligned();      // every peer's mbarriers initialised
+            if (tid < 32) xchg_send(xslot[b], &xbar[b], rank, cl, make_float4(cnt, mean, m2, 0.0f));
+            xchg_wait(&xbar[b], (unsigned)(k >> 1) & 1u);
+            const float2 t = xchg_row_total(xslot[b], cl, cols, eps);
+            if (last) cluster_arrive_relaxed();      // my mbarriers' last phase completed
 
-        // y for the chunk: registers, then buffer b.
-        chunk_write<V>(yr, gr, br, r, sx, nv, total.x, total.y);
+            // y for the chunk: registers, then buffer b.
+            chunk_write<V>(yr, gr, br, r, sx, nv, t.x, t.y);
+        } else {
+            // Row statistics: the CL states of part[b], merged by warp 0 as in layernorm_cluster.
+            if (tid == 0) part[b] = make_float4(cnt, mean, m2, 0.0f);
+            cluster.sync();                          // row k's states written, all CTAs running
+            cluster_row_total(cluster, &part[b], cl, cols, eps, &total);
+            __syncthreads();
+            if (last) cluster.barrier_arrive();      // DSMEM reads done; waited on before exit
+
+            // y for the chunk: registers, then buffer b.
+            chunk_write<V>(yr, gr, br, r, sx, nv, total.x, total.y);
+        }
     }
-    cluster.barrier_wait();                          // no CTA exits while its part may be read
+    cluster.barrier_wait();                          // no CTA exits while its part may be read (or,
+                                                     // CLUSTER_XCHG 1, while an st.async is in flight)
 }
 
 // ---- dispatch ----------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 // deadlock). It loads THREADS * ITEMS elements in a blocked arrangement (thread t holds elements
 // t * ITEMS .. t * ITEMS + ITEMS - 1 of the tile; see LOAD below) and scans them with
 // cub::BlockScan. Its first warp publishes the tile's aggregate, looks back over the status words
-// of the preceding tiles 32 at a time (summing aggregates until it meets an inclusive prefix),
+// of the preceding tiles WINDOW at a time (summing aggregates until it meets an inclusive prefix),
 // publishes the tile's inclusive prefix and hands the exclusive prefix to the block scan (prefix
 // callback). y is written from the blocked arrangement the same way, mirrored.
 // x is read once and y written once; there is no memset and no second kernel.
@@ -39,7 +39,19 @@
 // LOAD); CACHE 0: plain accesses (x through the read-only path, as the compiler picks for a const
 // __restrict__ pointer).
 //
-// BACKOFF_NS: a lane whose look-back word is not yet published sleeps that long (__nanosleep)
+// WINDOW: status words read per look-back round, WINDOW / 32 a lane (nearest tiles first, the
+// warp's loads issued together). Wider windows were slower on an H100 (2^26: 83% and 81% of a copy
+// at 64 and 128 against 85% at 32): the wait is for late-landing tiles, not for rounds.
+// EARLY_LOOKBACK 1 (LOAD 3 only; the other LOADs ignore it): one more warp a block does the
+// look-back from the block's start, during the tile's bulk load (scan_early below). Traced on an
+// H100 at 2^26 floats (scripts/probe_scan.py, trace:), a tile of EARLY_LOOKBACK 0 lived 19.5 us: 5.4 us
+// loading, 10.5 us in the look-back (3 rounds and 2 re-polls of ~2 us L2 round trips under
+// load), 2 us storing; with the look-back left out the same tiles streamed at 98% of a copy, so
+// the look-back's wait, not the data movement, is what keeps the kernel at 85%: a tile cannot end
+// before every earlier tile has landed, and loads landed 2.6 to 10.7 us after issue (p10-p90).
+// Started early, with a 1 us backoff and 32 KB tiles (the defaults), the look-back overlaps the
+// load: 1.21x / 1.26x / 1.27x torch.cumsum at 2^24 / 2^26 / 1e8+7 against 1.19x / 1.23x / 1.23x.
+// BACKOFF_NS: a look-back warp whose window is not yet all published sleeps that long (__nanosleep)
 // before reading it again (0: it spins), so that waiting blocks poll the L2 less (CUB backs off
 // the same way). MIN_BLOCKS: blocks per SM asked of the compiler (__launch_bounds__), which caps
 // the registers a thread may take; 0 leaves them to the compiler (with THREADS 256 and LOAD 2,
@@ -69,12 +81,14 @@
 #include <iterator>
 
 #define THREADS 256         // knob: 128 256 512
-#define ITEMS 24            // knob: 4 8 12 16 20 24 28 32
+#define ITEMS 32            // knob: 4 8 12 16 20 24 28 32
 #define SCAN_ALGO 2         // knob: 0 1 2
 #define LOAD 3              // knob: 0 1 2 3
 #define CACHE 0             // knob: 0 1
-#define BACKOFF_NS 0        // knob: 0 64 256
+#define BACKOFF_NS 1024     // knob: 0 64 256 1024
 #define MIN_BLOCKS 0        // knob: 0 4 6 8
+#define WINDOW 32           // knob: 32 64 128
+#define EARLY_LOOKBACK 1    // knob: 0 1
 // SCAN_ALGO: 0 raking, 1 raking with memoized partials, 2 warp scans (cub::BlockScanAlgorithm); LOAD
 // 3 scans with its own warp shuffles and ignores it.
 // LOAD: 0 cub BLOCK_LOAD_WARP_TRANSPOSE / BLOCK_STORE_WARP_TRANSPOSE (tile staged in shared
@@ -86,16 +100,19 @@
 // that several blocks fit an SM (LOAD 1 stages nothing: any tile); the blocks asked for per SM
 // fit its 2048 threads.
 // constraint: THREADS * ITEMS * (LOAD != 1) <= 8192
-// constraint: THREADS * MIN_BLOCKS <= 2048
+// constraint: (THREADS + 32 * EARLY_LOOKBACK) * MIN_BLOCKS <= 2048
 
 static_assert(THREADS * ITEMS * (LOAD != 1) <= 8192, "knob constraint: THREADS * ITEMS * (LOAD != 1) <= 8192");
-static_assert(THREADS * MIN_BLOCKS <= 2048, "knob constraint: THREADS * MIN_BLOCKS <= 2048");
+static_assert((THREADS + 32 * EARLY_LOOKBACK) * MIN_BLOCKS <= 2048,
+              "knob constraint: (THREADS + 32 * EARLY_LOOKBACK) * MIN_BLOCKS <= 2048");
+static_assert(EARLY_LOOKBACK == 0 || EARLY_LOOKBACK == 1, "EARLY_LOOKBACK must be 0 or 1");
 static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024, "THREADS: a warp multiple <= 1024");
 static_assert(ITEMS >= 4 && ITEMS % 4 == 0, "ITEMS: a multiple of 4 (float4 loads, 16-byte aligned tiles)");
 static_assert(SCAN_ALGO >= 0 && SCAN_ALGO <= 2, "SCAN_ALGO must be 0, 1 or 2");
 static_assert(LOAD >= 0 && LOAD <= 3, "LOAD must be 0, 1, 2 or 3");
 static_assert(BACKOFF_NS >= 0 && MIN_BLOCKS >= 0, "BACKOFF_NS and MIN_BLOCKS: not negative");
 static_assert(CACHE == 0 || CACHE == 1, "CACHE must be 0 or 1");
+static_assert(WINDOW % 32 == 0 && WINDOW >= 32, "WINDOW: a multiple of 32 status words");
 
 #define TILE (THREADS * ITEMS)
 #define FLAG_AGGREGATE 1u
@@ -103,8 +120,10 @@ static_assert(CACHE == 0 || CACHE == 1, "CACHE must be 0 or 1");
 #define EPOCH_MASK 0x3FFFFFFFu
 #if MIN_BLOCKS
 #define BOUNDS __launch_bounds__(THREADS, MIN_BLOCKS)
+#define EARLY_BOUNDS __launch_bounds__(THREADS + 32, MIN_BLOCKS)
 #else
 #define BOUNDS __launch_bounds__(THREADS)
+#define EARLY_BOUNDS __launch_bounds__(THREADS + 32)
 #endif
 
 static constexpr cub::BlockScanAlgorithm kScanAlgo =
@@ -136,6 +155,79 @@ __device__ __forceinline__ void publish(unsigned long long* word, unsigned epoch
     store_word(word, ((unsigned long long)((epoch << 2) | flag) << 32) | (unsigned long long)__float_as_uint(value));
 }
 
+// The look-back loop (one warp): the sum of every tile before `tile`, from the status words of the
+// tiles before it, back to the nearest inclusive prefix. `hook()` is called by each lane at the top
+// of every round and between polls of an unpublished word (the early look-back publishes its
+// tile's aggregate from there as soon as its data warps have it; a no-op otherwise).
+struct NoHook {
+    __device__ __forceinline__ void operator()() const {}
+};
+
+template <typename Hook>
+__device__ float look_back(const unsigned long long* status, long long tile, unsigned first_valid, int lane,
+                           Hook& hook) {
+    float exclusive = 0.0f;
+    long long top = tile;                           // window: tiles top-WINDOW .. top-1
+    constexpr int M = WINDOW / 32;                  // status words a lane reads per round
+    while (true) {
+        hook();
+        // Lane l reads tiles top-1-l*M .. top-M-l*M (nearest first). The warp polls as one: all
+        // its loads are issued together (WINDOW * 8 contiguous bytes) and issued again, together,
+        // until every word is published in this call; per-lane polling of single words sent up to
+        // 32 requests a poll and, with the early look-back's long waits, flooded the L2.
+        unsigned long long word[M];
+        while (true) {
+            bool published = true;
+#pragma unroll
+            for (int j = 0; j < M; ++j) {
+                const long long t = top - 1 - (long long)lane * M - j;
+                word[j] = t >= 0 ? load_word(status + t) : 0ull;
+            }
+#pragma unroll
+            for (int j = 0; j < M; ++j) {
+                const long long t = top - 1 - (long long)lane * M - j;
+                // hi - first_valid is 0 or 1 for a word of this call; else another epoch, flag 0 or 3
+                if (t >= 0 && (unsigned)(word[j] >> 32) - first_valid > 1u) published = false;
+            }
+            if (__all_sync(0xffffffffu, published)) break;
+            hook();
+#if BACKOFF_NS
+            __nanosleep(BACKOFF_NS);
+#endif
+        }
+        float lane_sum = 0.0f;
+        bool lane_prefix = false;                   // this lane met an inclusive prefix
+#pragma unroll
+        for (int j = 0; j < M; ++j) {
+            const long long t = top - 1 - (long long)lane * M - j;
+            const unsigned hi = t >= 0 ? (unsigned)(word[j] >> 32) & 3u : FLAG_PREFIX;   // before tile 0: empty prefix
+            if (!lane_prefix) lane_sum += t >= 0 ? __uint_as_float((unsigned)word[j]) : 0.0f;   // up to the nearest prefix
+            lane_prefix = lane_prefix || hi == FLAG_PREFIX;
+        }
+        const unsigned prefix_lanes = __ballot_sync(0xffffffffu, lane_prefix);
+        const int limit = prefix_lanes ? __ffs(prefix_lanes) - 1 : 31;   // nearest inclusive prefix
+        float v = lane <= limit ? lane_sum : 0.0f;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+        exclusive += v;
+        if (prefix_lanes) return exclusive;
+        top -= WINDOW;
+    }
+}
+
+// The last tile, its look-back done: every tile has published (the tiles in its windows it read
+// itself, the ones before the inclusive prefix it found had published for that prefix to exist),
+// so every block has read G: advance it (lane 0 of the look-back warp).
+__device__ __forceinline__ void advance_generation(unsigned long long* words, unsigned generation, int lane) {
+    if (blockIdx.x == gridDim.x - 1) {
+        __syncwarp();
+        if (lane == 0) {
+            __threadfence();
+            store_word(words, (unsigned long long)(generation + 1u));
+        }
+    }
+}
+
 // Called by the first warp of the block scan with the tile's aggregate; lane 0's return value
 // becomes the tile's exclusive prefix.
 struct LookBack {
@@ -148,46 +240,11 @@ struct LookBack {
         generation = __shfl_sync(0xffffffffu, generation, 0);   // long arrived: no wait here
         const unsigned epoch = epoch_of(generation);
         unsigned long long* status = words + 1;
-        const unsigned first_valid = (epoch << 2) | FLAG_AGGREGATE;   // hi - first_valid: 0 or 1 when valid
         if (lane == 0) publish(status + tile, epoch, FLAG_AGGREGATE, aggregate);
-        float exclusive = 0.0f;
-        long long top = tile;                       // window: tiles top-32 .. top-1
-        while (true) {
-            const long long t = top - 1 - lane;     // lane 0 nearest
-            unsigned hi = FLAG_PREFIX;              // before tile 0: an empty inclusive prefix
-            unsigned lo = 0u;
-            if (t >= 0) {
-                unsigned long long word;
-                while (true) {                      // until tile t has published in this call
-                    word = load_word(status + t);
-                    hi = (unsigned)(word >> 32);
-                    if (hi - first_valid <= 1u) break;   // else another epoch, or flag 0 or 3
-#if BACKOFF_NS
-                    __nanosleep(BACKOFF_NS);
-#endif
-                }
-                hi &= 3u;
-                lo = (unsigned)word;
-            }
-            const unsigned prefix_lanes = __ballot_sync(0xffffffffu, hi == FLAG_PREFIX);
-            const int limit = prefix_lanes ? __ffs(prefix_lanes) - 1 : 31;   // nearest inclusive prefix
-            float v = lane <= limit ? __uint_as_float(lo) : 0.0f;
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-            exclusive += v;
-            if (prefix_lanes) break;
-            top -= 32;
-        }
+        NoHook none;
+        const float exclusive = look_back(status, tile, (epoch << 2) | FLAG_AGGREGATE, lane, none);
         if (lane == 0) publish(status + tile, epoch, FLAG_PREFIX, exclusive + aggregate);
-        if (blockIdx.x == gridDim.x - 1) {     // the last tile
-            // Every tile has published (the tiles in the windows directly, the ones before the
-            // inclusive prefix that was found through it), so every block has read G: advance it.
-            __syncwarp();
-            if (lane == 0) {
-                __threadfence();
-                store_word(words, (unsigned long long)(generation + 1u));
-            }
-        }
+        advance_generation(words, generation, lane);
         return exclusive;
     }
 };
@@ -507,6 +564,70 @@ __device__ __forceinline__ float exclusive_of(float inclusive, int lane) {
     return lane == 0 ? 0.0f : before;
 }
 
+// Pass 1: the sum of a warp's segment of the resident tile (rounds of 32 float4s, lane l: float4 l
+// of a round, conflict-free), the same on every lane.
+template <int ROUNDS>
+__device__ __forceinline__ float segment_sum(const float4* seg, int lane) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) {
+        const float4 q = seg[32 * r + lane];
+        sum += (q.x + q.y) + (q.z + q.w);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    return sum;
+}
+
+// Pass 2: the segment scanned in place, starting from `carry` (a float4 scanned in the lane, a
+// shuffle scan across the warp, a carry from round to round).
+template <int ROUNDS>
+__device__ __forceinline__ void segment_scan(float4* seg, int lane, float carry) {
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) {
+        float4 q = seg[32 * r + lane];
+        q.y += q.x;
+        q.z += q.y;
+        q.w += q.z;
+        const float inclusive = warp_inclusive(q.w, lane);
+        const float add = carry + exclusive_of(inclusive, lane);
+        q.x += add; q.y += add; q.z += add; q.w += add;
+        seg[32 * r + lane] = q;
+        carry += __shfl_sync(0xffffffffu, inclusive, 31);
+    }
+}
+
+// Named barrier `id` over `count` threads (a multiple of 32): the data warps alone, or the data
+// warps with the early look-back warp.
+__device__ __forceinline__ void bar_sync(unsigned id, unsigned count) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void bar_arrive(unsigned id, unsigned count) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+// The tile out of shared memory into y: one bulk store (thread 0, which waits for the store's reads
+// of shared memory) when full and y is 16-byte aligned, else coalesced scalars by the data threads.
+// `sync()` is a barrier of the data threads.
+template <typename Sync>
+__device__ __forceinline__ void store_tile(float* y, const float4* stage, long long base, int valid, bool bulk_out,
+                                           Sync sync) {
+    if (bulk_out) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the writes, seen by the copy
+        sync();
+        if (threadIdx.x == 0) bulk_store_and_wait(y + base, stage, TILE * 4u);
+        return;
+    }
+    sync();
+    const float* stage_f = reinterpret_cast<const float*>(stage);
+    for (int e = threadIdx.x; e < valid; e += THREADS) store_y(y + base + e, stage_f[e]);
+}
+
+struct BlockSync {
+    __device__ __forceinline__ void operator()() const { __syncthreads(); }
+};
+
 template <bool VEC_X, bool VEC_Y>
 __global__ void BOUNDS
 scan_resident(const float* __restrict__ x, float* __restrict__ y, unsigned long long* __restrict__ words,
@@ -530,14 +651,7 @@ scan_resident(const float* __restrict__ x, float* __restrict__ y, unsigned long 
     if (bulk_in) bulk_load_wait(&landed);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float4* seg = stage + warp * (32 * ROUNDS);
-    float sum = 0.0f;                              // pass 1: the warp's total
-#pragma unroll
-    for (int r = 0; r < ROUNDS; ++r) {
-        const float4 q = seg[32 * r + lane];
-        sum += (q.x + q.y) + (q.z + q.w);
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    const float sum = segment_sum<ROUNDS>(seg, lane);   // pass 1: the warp's total
     if (lane == 0) warp_sums[warp] = sum;
     __syncthreads();
     if (warp == 0) {                               // the tile's prefix, then each warp's
@@ -558,31 +672,118 @@ scan_resident(const float* __restrict__ x, float* __restrict__ y, unsigned long 
         if (lane < WARPS) warp_sums[lane] = before + warp_before;
     }
     __syncthreads();
-    float carry = warp_sums[warp];                 // pass 2: the rounds scanned in place
-#pragma unroll
-    for (int r = 0; r < ROUNDS; ++r) {
-        float4 q = seg[32 * r + lane];
-        q.y += q.x;
-        q.z += q.y;
-        q.w += q.z;
-        const float inclusive = warp_inclusive(q.w, lane);
-        const float add = carry + exclusive_of(inclusive, lane);
-        q.x += add; q.y += add; q.z += add; q.w += add;
-        seg[32 * r + lane] = q;
-        carry += __shfl_sync(0xffffffffu, inclusive, 31);
+    segment_scan<ROUNDS>(seg, lane, warp_sums[warp]);   // pass 2
+    store_tile(y, stage, base, valid, bulk_out, BlockSync{});
+}
+
+#if EARLY_LOOKBACK
+// EARLY_LOOKBACK 1: THREADS data threads (warps 0 .. WARPS-1) and one more warp, the look-back warp,
+// which starts the look-back at once, while the tile's bulk load is in flight, instead of after it
+// lands and is summed. The tile's aggregate reaches it through shared memory (`Handoff`); it
+// publishes the aggregate from inside its polling (so that successors can pass this tile as soon
+// as its data warps have summed it), then the inclusive prefix once both are known, and hands the
+// exclusive prefix back. Barriers: 1 = data warps and the look-back warp (the prefix handed back:
+// the look-back warp arrives, the data warps wait); 2 = the data warps alone.
+struct Handoff {
+    float aggregate;
+    int ready;                                     // 1 once `aggregate` is written (reset per block)
+    float before;                                  // the tile's exclusive prefix, for the data warps
+};
+
+// The look-back warp's hook: lane 0 publishes the tile's aggregate once (as soon as it is ready).
+struct PublishAggregate {
+    volatile Handoff* box;
+    unsigned long long* word;
+    unsigned epoch;
+    bool done;
+    __device__ __forceinline__ void operator()() {
+        if ((threadIdx.x & 31) == 0 && !done && box->ready) {
+            __threadfence_block();                 // the aggregate, read after the flag
+            publish(word, epoch, FLAG_AGGREGATE, box->aggregate);
+            done = true;
+        }
     }
-    if (bulk_out) {
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the writes, seen by the copy
-        __syncthreads();
-        if (threadIdx.x == 0) bulk_store_and_wait(y + base, stage, TILE * 4u);
+};
+
+struct DataSync {
+    __device__ __forceinline__ void operator()() const { bar_sync(2, THREADS); }
+};
+
+template <bool VEC_X, bool VEC_Y>
+__global__ void EARLY_BOUNDS
+scan_early(const float* __restrict__ x, float* __restrict__ y, unsigned long long* __restrict__ words,
+           long long n) {
+    constexpr int WARPS = THREADS / 32;
+    constexpr int ROUNDS = ITEMS / 4;
+    __shared__ __align__(128) float4 stage[TILE / 4];
+    __shared__ float warp_sums[WARPS];             // totals, then the warps' prefixes in the tile
+    __shared__ unsigned long long landed;
+    __shared__ Handoff handoff;
+    const long long tile = blockIdx.x;
+    const long long base = tile * TILE;
+    const int valid = (int)(n - base < TILE ? n - base : TILE);
+    const bool bulk_in = VEC_X && valid == TILE, bulk_out = VEC_Y && valid == TILE;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    volatile Handoff* box = &handoff;
+    if (bulk_in && threadIdx.x == 0) bulk_load(stage, x + base, TILE * 4u, &landed);
+    unsigned generation = 0u;                      // look-back lane 0: G (used at the publishes)
+    if (warp == WARPS && lane == 0) {
+        generation = (unsigned)load_word(words);
+        box->ready = 0;
+    }
+    float* stage_f = reinterpret_cast<float*>(stage);
+    if (!bulk_in && warp < WARPS)
+        for (int e = threadIdx.x; e < TILE; e += THREADS) stage_f[e] = e < valid ? load_x(x + base + e) : 0.0f;
+    __syncthreads();                               // the scalar loads, the mbarrier's init, `ready`
+
+    if (warp == WARPS) {                           // the look-back warp
+        generation = __shfl_sync(0xffffffffu, generation, 0);
+        const unsigned epoch = epoch_of(generation);
+        unsigned long long* status = words + 1;
+        PublishAggregate hook{box, status + tile, epoch, tile == 0};   // tile 0 publishes its prefix only
+        const float exclusive = tile == 0 ? 0.0f
+                                          : look_back(status, tile, (epoch << 2) | FLAG_AGGREGATE, lane, hook);
+        if (lane == 0) {
+            while (!box->ready) {}                 // the data warps' aggregate
+            __threadfence_block();
+            publish(status + tile, epoch, FLAG_PREFIX, exclusive + box->aggregate);
+            box->before = exclusive;
+        }
+        advance_generation(words, generation, lane);
+        __syncwarp();
+        bar_arrive(1, THREADS + 32);               // `before` written (bar.arrive orders it)
         return;
     }
-    __syncthreads();
-    for (int e = threadIdx.x; e < valid; e += THREADS) store_y(y + base + e, stage_f[e]);
+
+    if (bulk_in) bulk_load_wait(&landed);
+    float4* seg = stage + warp * (32 * ROUNDS);
+    const float sum = segment_sum<ROUNDS>(seg, lane);   // pass 1
+    if (lane == 0) warp_sums[warp] = sum;
+    bar_sync(2, THREADS);
+    if (warp == 0) {
+        const float total = lane < WARPS ? warp_sums[lane] : 0.0f;
+        const float inclusive = warp_inclusive(total, lane);
+        if (lane == 31) {
+            box->aggregate = inclusive;
+            __threadfence_block();                 // the aggregate before the flag
+            box->ready = 1;
+        }
+        const float warp_before = exclusive_of(inclusive, lane);
+        if (lane < WARPS) warp_sums[lane] = warp_before;
+    }
+    bar_sync(1, THREADS + 32);                     // the look-back warp's exclusive prefix
+    segment_scan<ROUNDS>(seg, lane, box->before + warp_sums[warp]);   // pass 2
+    store_tile(y, stage, base, valid, bulk_out, DataSync{});
 }
+#endif
 #endif
 
 #if LOAD == 3
+#if EARLY_LOOKBACK
+#define RESIDENT_KERNEL scan_early
+#else
+#define RESIDENT_KERNEL scan_resident
+#endif
 // LOAD 3: the kernel prefers the largest shared-memory carveout (asked once per instantiation; a
 // hint the driver may refine), so that its resident tiles, not the L1's share, bound the blocks
 // an SM holds.
@@ -590,13 +791,17 @@ template <bool VX, bool VY>
 static void run(const float* x, float* y, unsigned long long* words, long long n, unsigned blocks,
                 cudaStream_t stream) {
     static const bool asked = [] {
-        cudaFuncSetAttribute(scan_resident<VX, VY>, cudaFuncAttributePreferredSharedMemoryCarveout,
+        cudaFuncSetAttribute(RESIDENT_KERNEL<VX, VY>, cudaFuncAttributePreferredSharedMemoryCarveout,
                              cudaSharedmemCarveoutMaxShared);
         cudaGetLastError();                         // a refused hint is not the call's error
         return true;
     }();
     (void)asked;
+#if EARLY_LOOKBACK
+    scan_early<VX, VY><<<blocks, THREADS + 32, 0, stream>>>(x, y, words, n);
+#else
     scan_resident<VX, VY><<<blocks, THREADS, 0, stream>>>(x, y, words, n);
+#endif
 }
 #else
 template <bool VX, bool VY>

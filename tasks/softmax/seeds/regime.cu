@@ -21,7 +21,14 @@
 //    floats x 256 threads = 16 KB of each 64 KB chunk, 48 KB in shared memory, 4 CTAs a SM at
 //    <= 64 registers: all 32 rows resident in one wave where the GPCs can place the clusters.
 //    Without a cluster that fits (CLUSTER_SMEM_KB 0, a row too long for 16 chunks, a device
-//    without room for the cluster), the two regimes below;
+//    without room for the cluster), the two regimes below. CLUSTER_XCHG 1: the CL (max, sum) states
+//    are exchanged without release/acquire cluster barriers: lanes q < CL of warp 0 write the CTA's
+//    state into slot `rank` of CTA q with st.async (completing 8 bytes on CTA q's exchange
+//    mbarrier), each CTA waits on its own mbarrier and every warp merges slots 0..CL-1 as the DSMEM
+//    merge does (no __syncthreads, no DSMEM reads); only relaxed cluster barriers remain (no memory
+//    fences): one after the mbarrier init, waited on before the first st.async, one before exit.
+//    Why: Nsight Compute on an H100 (long_rows, CLUSTER_XCHG 0): 1458 GB/s of ~2900, barrier stalls
+//    5.5 warps per issue, waiting twice for the slowest CTA of the cluster; not measured yet;
 //  - long rows otherwise: an online (max, sum of exp) over chunks of ITEMS elements per thread.
 //    With enough rows to fill the GPU, one block per row (read, re-read, write). With few rows,
 //    the row is split across CTAs (chunk of about SPLIT_COLS columns each): kernel 1 writes one
@@ -47,13 +54,18 @@ namespace cg = cooperative_groups;
 #define CLUSTER_THREADS 256 // knob: 128 256 512 1024
 #define CLUSTER_REG 16      // knob: 0 8 16 32
 #define CLUSTER_TMA 1       // knob: 0 1
+#define CLUSTER_XCHG 1      // knob: 0 1
 // Defaults: CLUSTER_REG 16 and CLUSTER_TMA 1 since the sixteenth session: long_rows (32 x 262144)
 // on an H100 read 0.0346 ms (3.20x torch) against 0.0368 ms (3.01x) with the chunk all in shared
 // memory and register-staged loads, in one process; CLUSTER_TMA 0 0.0358, 96 KB with 512 threads
 // 0.0351, 192 KB with 1024 threads 0.0426.
 // CLUSTER_SMEM_KB: shared memory a CTA of the cluster regime may cache (0: regime off);
 // CLUSTER_THREADS: that kernel's block size; CLUSTER_REG: floats of its chunk each thread holds
-// in registers; CLUSTER_TMA: bulk copies (1) or register-staged loads (0) into shared memory.
+// in registers; CLUSTER_TMA: bulk copies (1) or register-staged loads (0) into shared memory;
+// CLUSTER_XCHG: 1 exchanges the per-CTA (max, sum) states by st.async into every CTA's own shared
+// memory (an mbarrier a CTA, relaxed cluster barriers only), 0 by DSMEM reads between
+// release/acquire cluster barriers (cluster.sync). 1 is the default: on an H100 (evaluate.py,
+// --trials 20) long_rows 3.27x torch against 3.19x (tasks/README.md, eighteenth session).
 // Knob constraints (evo_fsr/knobs.py): a row cached in registers must fit (64 registers per
 // thread at 1024 threads), in both the block-per-row and the cluster regime.
 // constraint: THREADS * ITEMS <= 16384
@@ -73,6 +85,7 @@ static_assert(CLUSTER_THREADS % 32 == 0 && CLUSTER_THREADS >= 64 && CLUSTER_THRE
 static_assert(CLUSTER_REG * CLUSTER_THREADS <= 16384, "knob constraint: CLUSTER_REG * CLUSTER_THREADS <= 16384");
 static_assert(CLUSTER_REG % 4 == 0 && CLUSTER_REG >= 0, "CLUSTER_REG: a multiple of 4 (whole float4s)");
 static_assert(CLUSTER_TMA == 0 || CLUSTER_TMA == 1, "CLUSTER_TMA: 0 or 1");
+static_assert(CLUSTER_XCHG == 0 || CLUSTER_XCHG == 1, "CLUSTER_XCHG: 0 or 1");
 
 #define NWARPS (THREADS / 32)
 #define CNWARPS (CLUSTER_THREADS / 32)
@@ -390,12 +403,114 @@ __device__ __forceinline__ void bulk_wait(unsigned long long* bar) {
                  "@!done bra WAIT_%=;\n}" ::"r"(shared_address(bar)) : "memory");
 }
 
+// ---- CLUSTER_XCHG 1: the CTAs' states exchanged by st.async, no release/acquire cluster barrier ----
+// Every CTA owns receive slots (slot q: rank q's (max, sum), 8 bytes) and an exchange mbarrier
+// (arrival count 1, used once) in its own shared memory:
+//  1. thread 0 arms its own mbarrier: arrive + expect_tx of CL * 8 bytes (the phase then completes
+//     when all CL states have landed, its own included);
+//  2. lane q < CL of warp 0 writes this CTA's state into slot `rank` of CTA q (q = rank included)
+//     with st.async, which completes its 8 bytes on CTA q's mbarrier;
+//  3. every thread waits on its own mbarrier and its warp merges slots 0..CL-1 from its own shared
+//     memory: the butterfly of the DSMEM merge on the same bits in the same lanes, so the same
+//     (max, sum) bits as CLUSTER_XCHG 0, whatever order the states landed in.
+// Memory model (PTX ISA, st.async, "Conditions" for .weak): the store is a weak memory operation and
+// "the complete-tx operation on the mbarrier has .release semantics at .cluster scope"; each reading
+// thread observes the phase completion and then acquires at .cluster scope (xchg_wait; the scope must
+// cover the writing thread in another CTA: the default .cta scope of try_wait would not), so every
+// slot is visible to its plain loads afterwards: st.async "is performed in the generic proxy", like
+// those loads, so no proxy fence is needed either. The arming may come before or after peers' bytes
+// land: a complete-tx before the expect-tx drives tx-count negative (its valid range is
+// -(2^20 - 1) .. 2^20 - 1), and the phase cannot complete while the arrival is pending.
+// A CTA may write into a peer only once the peer's mbarrier is initialised: thread 0 initialises it
+// at kernel start, fence.mbarrier_init.release.cluster publishes the init, every thread arrives on
+// the cluster barrier with .relaxed (no membar: the fence is the release, the PTX ISA's own example
+// of releasing barrier state), and every thread waits on that barrier (acquire) right before the
+// first st.async; by then every CTA has long passed its kernel start, so the wait costs ~nothing.
+// Exit: no CTA exits while st.async into it may be pending (it waits on its own mbarrier, which
+// completes only when every peer's bytes have landed). Whether a CTA may exit with its own st.async
+// to a peer still in flight, the PTX ISA does not say (the CUDA guide asks that all DSMEM operations
+// happen before a block exits), so each CTA also arrives (.relaxed) on the cluster barrier once its
+// own mbarrier completed and waits on it just before exiting: when that wait returns, every CTA's
+// mbarrier has completed, i.e. every st.async of the cluster has landed. This is an execution
+// dependency, not a memory-visibility one, so .relaxed suffices; the arrive comes before the write
+// pass, so the wait at exit is normally satisfied on arrival.
+
+// Thread 0: initialise the exchange mbarrier (arrival count 1) and publish the init to the cluster;
+// every thread then arrives on the cluster barrier (cluster_arrive_relaxed).
+__device__ __forceinline__ void xchg_init(unsigned long long* bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// barrier.cluster with no memory ordering on the arrive (no membar); every thread of every CTA of the
+// cluster executes both, uniformly (.aligned).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void cluster_wait_aligned() {
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+}
+
+// Warp 0 (all 32 lanes): thread 0 arms this CTA's mbarrier `bar` for cl states, then lane q < cl
+// writes v into slot `rank` of CTA q's `slots` (the same shared-memory offsets in every CTA),
+// completing 8 bytes on CTA q's `bar`.
+__device__ __forceinline__ void xchg_send(float2* slots, unsigned long long* bar, int rank, int cl, float2 v) {
+    const int lane = threadIdx.x & 31;
+    if (lane == 0)
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                     ::"r"(shared_address(bar)), "r"((unsigned)cl * 8u) : "memory");
+    if (lane < cl) {
+        unsigned dst, rbar;
+        asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(dst) : "r"(shared_address(slots + rank)), "r"(lane));
+        asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rbar) : "r"(shared_address(bar)), "r"(lane));
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];"
+                     ::"r"(dst), "f"(v.x), "f"(v.y), "r"(rbar) : "memory");
+    }
+}
+
+// Until this CTA's exchange mbarrier has completed its phase 0, then acquire at cluster scope for
+// shared memory (pairs with the st.asyncs' release complete-tx). CUDA >= 12.8 (PTX ISA 8.6): a
+// relaxed try_wait and fence.acquire.sync_restrict::shared::cluster.cluster, the PTX ISA's own
+// example ("acquire local shared memory via generic proxy"; membar/fence section): the acquire
+// covers shared memory only, so no L1 invalidation (try_wait.acquire.cluster compiles to an extra
+// CCTL.IVALL). Older toolkits: try_wait.acquire.cluster.
+__device__ __forceinline__ void xchg_wait(unsigned long long* bar) {
+#if __CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8)
+    asm volatile("{\n\t.reg .pred done;\n"
+                 "XWAIT_%=:\n\t"
+                 "mbarrier.try_wait.parity.relaxed.cluster.shared::cta.b64 done, [%0], 0;\n\t"
+                 "@!done bra XWAIT_%=;\n}" ::"r"(shared_address(bar)) : "memory");
+    asm volatile("fence.acquire.sync_restrict::shared::cluster.cluster;" ::: "memory");
+#else
+    asm volatile("{\n\t.reg .pred done;\n"
+                 "XWAIT_%=:\n\t"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], 0;\n\t"
+                 "@!done bra XWAIT_%=;\n}" ::"r"(shared_address(bar)) : "memory");
+#endif
+}
+
+// Every warp, after xchg_wait: the row's (max, sum) from the cl received states, lane q holding slot
+// q and lane 0's butterfly result broadcast; the operations of the DSMEM merge on the same values in
+// the same lanes, hence the same bits in every warp and every CTA. The slots are read through a
+// generic pointer the compiler cannot trace to shared memory (one 8-byte load a lane), as in
+// layernorm/regime.cu, where ld.shared there made ptxas spill in the write loop.
+__device__ __forceinline__ float2 xchg_row_total(const float2* slots, int cl) {
+    const int lane = threadIdx.x & 31;
+    const float2* g;
+    asm("mov.b64 %0, %1;" : "=l"(g) : "l"(slots));
+    const float2 q = lane < cl ? g[lane] : make_float2(-INFINITY, 0.0f);
+    float rm = q.x, rsum = q.y;
+    warp_merge(rm, rsum);
+    return make_float2(__shfl_sync(0xffffffffu, rm, 0), __shfl_sync(0xffffffffu, rsum, 0));
+}
+
 // Grid: rows * CL CTAs, clusters of CL along x. CTA rank r owns columns [r * chunk,
 // min((r + 1) * chunk, cols)) of row blockIdx.x / CL (chunk % 4 == 0, so every chunk start keeps
 // the row's alignment); an empty chunk contributes (-inf, 0). Of the chunk's n floats, the first
 // RF = CLUSTER_REG * CLUSTER_THREADS live in registers (thread t holds vectors i *
 // CLUSTER_THREADS + t, i < CLUSTER_REG / V) and floats [RF, n) in dynamic shared memory (sx[0]
-// is float RF).
+// is float RF). CLUSTER_XCHG 1: the states go through xslot / xbar (see xchg_send) instead of part.
 template <int V>
 __global__ void __launch_bounds__(CLUSTER_THREADS, CLUSTER_MIN_BLOCKS)
 softmax_cluster(const float* __restrict__ x, float* __restrict__ y, int cols, int chunk) {
@@ -421,6 +536,15 @@ softmax_cluster(const float* __restrict__ x, float* __restrict__ y, int cols, in
     const long long off = (long long)(blockIdx.x / cl) * cols + c0;
     const float* xr = x + off;
     float* yr = y + off;
+
+    // CLUSTER_XCHG 1: the exchange mbarrier, initialised and published before the loads (the
+    // relaxed arrive is waited on just before the first st.async, long after every CTA got here).
+    __shared__ float2 xslot[CLUSTER_XCHG ? 16 : 1];  // slot q: rank q's (max, sum)
+    __shared__ unsigned long long xbar;              // completes once all CL slots have landed
+    if constexpr (CLUSTER_XCHG != 0) {
+        if (tid == 0) xchg_init(&xbar);
+        cluster_arrive_relaxed();
+    }
 
     // Issue every load of the chunk before consuming any: the bulk copies (thread 0), then the
     // register part.
@@ -519,21 +643,33 @@ softmax_cluster(const float* __restrict__ x, float* __restrict__ y, int cols, in
     }
     const float s = block_all<false, CNWARPS>(tree_sum<R * V>(acc) + rs, sh);
 
-    // Row state: warp 0 merges the CL partials (lane q holds rank q's; the butterfly gives every
-    // lane, and every CTA, the same bits).
-    if (tid == 0) part = make_float2(m, s);
-    cluster.sync();                                  // all parts written, all CTAs running
-    if (tid < 32) {
-        const float2 q = tid < cl ? *cluster.map_shared_rank(&part, tid) : make_float2(-INFINITY, 0.0f);
-        float rm = q.x, rsum = q.y;
-        warp_merge(rm, rsum);
-        if (tid == 0) total = make_float2(rm, rsum);
+    float2 row;                                      // the row's (max, sum)
+    if constexpr (CLUSTER_XCHG != 0) {
+        // Row state: every CTA's partial into slot `rank` of every CTA (st.async), merged by every
+        // warp from its own CTA's slots once they have all landed (see xchg_send).
+        cluster_wait_aligned();                      // every peer's mbarrier initialised
+        if (tid < 32) xchg_send(xslot, &xbar, rank, cl, make_float2(m, s));
+        xchg_wait(&xbar);                            // all CL partials landed here, visible
+        row = xchg_row_total(xslot, cl);
+        cluster_arrive_relaxed();                    // my mbarrier completed; waited on before exit
+    } else {
+        // Row state: warp 0 merges the CL partials (lane q holds rank q's; the butterfly gives every
+        // lane, and every CTA, the same bits).
+        if (tid == 0) part = make_float2(m, s);
+        cluster.sync();                              // all parts written, all CTAs running
+        if (tid < 32) {
+            const float2 q = tid < cl ? *cluster.map_shared_rank(&part, tid) : make_float2(-INFINITY, 0.0f);
+            float rm = q.x, rsum = q.y;
+            warp_merge(rm, rsum);
+            if (tid == 0) total = make_float2(rm, rsum);
+        }
+        __syncthreads();
+        cluster.barrier_arrive();                    // DSMEM reads done; waited on before exit
+        row = total;
     }
-    __syncthreads();
-    cluster.barrier_arrive();                        // DSMEM reads done; waited on before exit
 
     // y = exp(x - chunk max) * exp(chunk max - row max) / row sum (m is finite when nv > 0).
-    const float scale = expf(m - total.x) / total.y;
+    const float scale = expf(m - row.x) / row.y;
 #pragma unroll
     for (int i = 0; i < RV; ++i) {
         const int j = i * T + tid;
@@ -551,7 +687,11 @@ softmax_cluster(const float* __restrict__ x, float* __restrict__ y, int cols, in
         for (int k = 0; k < V; ++k) v[k] *= scale;
         stv<V>(yr + j * V, v);
     }
-    cluster.barrier_wait();                          // no CTA exits while its part may be read
+    if constexpr (CLUSTER_XCHG != 0)
+        cluster_wait_aligned();                      // every CTA's mbarrier completed: no st.async
+                                                     // of the cluster is still in flight
+    else
+        cluster.barrier_wait();                      // no CTA exits while its part may be read
 }
 
 // ---- dispatch ----------------------------------------------------------------------------
