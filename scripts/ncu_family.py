@@ -39,7 +39,6 @@ METRICS = (
     "launch__grid_size",
     "launch__block_size",
     "launch__cluster_size",
-    "smsp__inst_executed.sum",
 )
 STALLS = ("long_scoreboard", "barrier", "membar", "short_scoreboard", "wait", "math_pipe_throttle",
           "lg_throttle", "mio_throttle", "not_selected", "selected", "drain", "sleeping",
@@ -61,7 +60,6 @@ class KernelRow:
     grid: int
     block: int
     cluster: int
-    instructions: float
     stalls: tuple[tuple[str, float], ...]   # (reason, warps stalled per issue), largest first
 
     @property
@@ -108,10 +106,11 @@ def parse_csv(text: str) -> list[KernelRow]:
         rows.append(KernelRow(
             name=name, duration_us=value(row, "gpu__time_duration.sum"),
             read_mb=value(row, "dram__bytes_read.sum"), write_mb=value(row, "dram__bytes_write.sum"),
-            occupancy_pct=value(row, METRICS[3], True), registers=int(value(row, METRICS[4], True)),
-            shared_bytes=int(round(value(row, METRICS[5]) * 1e6)),
-            grid=int(value(row, METRICS[6], True)), block=int(value(row, METRICS[7], True)),
-            cluster=int(value(row, METRICS[8], True)), instructions=value(row, METRICS[9], True),
+            occupancy_pct=value(row, "sm__warps_active.avg.pct_of_peak_sustained_active", True),
+            registers=int(value(row, "launch__registers_per_thread", True)),
+            shared_bytes=int(round(value(row, "launch__shared_mem_per_block") * 1e6)),
+            grid=int(value(row, "launch__grid_size", True)), block=int(value(row, "launch__block_size", True)),
+            cluster=int(value(row, "launch__cluster_size", True)),
             stalls=tuple(stalls[:3])))
     return rows
 

@@ -33,6 +33,9 @@ TRACE_FIELDS = 8                      # per tile: start, landed, look-back start
 GTIMER = ("__device__ __forceinline__ unsigned long long gtimer() {\n"
           "    unsigned long long t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); return t;\n}\n")
 
+NO_LOOKBACK = ("            before = op(aggregate);                // the same on every lane",
+               "            before = 0.0f; (void)op;               // probe: no look-back")
+
 PROBES = {
     "trace": [("struct NoHook {\n    __device__ __forceinline__ void operator()() const {}\n};\n",
                GTIMER + "struct NoHook {\n    unsigned calls = 0;\n"
@@ -52,10 +55,8 @@ PROBES = {
                "    if (threadIdx.x == 0 && bulk_out) {             // after its bulk store's reads\n"
                f"        unsigned long long* tr = words + {TRACE_OFFSET_WORDS} + tile * {TRACE_FIELDS};\n"
                "        tr[0] = tr0; tr[1] = tr1; tr[2] = tr2; tr[3] = tr3; tr[4] = gtimer();\n    }\n")],
-    "nolb": [("            before = op(aggregate);                // the same on every lane",
-              "            before = 0.0f; (void)op;               // probe: no look-back")],
-    "copy": [("            before = op(aggregate);                // the same on every lane",
-              "            before = 0.0f; (void)op;               // probe: no look-back"),
+    "nolb": [NO_LOOKBACK],
+    "copy": [NO_LOOKBACK,
              ("    if (bulk_in) bulk_load_wait(&landed);\n",
               "    if (bulk_in) bulk_load_wait(&landed);\n"
               "    if (bulk_out) {                               // probe: the tile straight back out\n"

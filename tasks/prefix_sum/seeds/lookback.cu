@@ -607,6 +607,13 @@ __device__ __forceinline__ void bar_arrive(unsigned id, unsigned count) {
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
+// A partial tile or a misaligned x into shared memory: coalesced scalars by the data threads, 0
+// past n (a full tile with a 16-byte aligned x arrives by one bulk copy instead).
+__device__ __forceinline__ void load_tile_scalars(const float* x, float4* stage, long long base, int valid) {
+    float* stage_f = reinterpret_cast<float*>(stage);
+    for (int e = threadIdx.x; e < TILE; e += THREADS) stage_f[e] = e < valid ? load_x(x + base + e) : 0.0f;
+}
+
 // The tile out of shared memory into y: one bulk store (thread 0, which waits for the store's reads
 // of shared memory) when full and y is 16-byte aligned, else coalesced scalars by the data threads.
 // `sync()` is a barrier of the data threads.
@@ -644,9 +651,7 @@ scan_resident(const float* __restrict__ x, float* __restrict__ y, unsigned long 
     if (bulk_in && threadIdx.x == 0) bulk_load(stage, x + base, TILE * 4u, &landed);
     unsigned generation = 0u;                      // thread 0: G, used at the look-back
     if (threadIdx.x == 0) generation = (unsigned)load_word(words);
-    float* stage_f = reinterpret_cast<float*>(stage);
-    if (!bulk_in)
-        for (int e = threadIdx.x; e < TILE; e += THREADS) stage_f[e] = e < valid ? load_x(x + base + e) : 0.0f;
+    if (!bulk_in) load_tile_scalars(x, stage, base, valid);
     __syncthreads();                               // the scalar loads, or the mbarrier's init
     if (bulk_in) bulk_load_wait(&landed);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -731,9 +736,7 @@ scan_early(const float* __restrict__ x, float* __restrict__ y, unsigned long lon
         generation = (unsigned)load_word(words);
         box->ready = 0;
     }
-    float* stage_f = reinterpret_cast<float*>(stage);
-    if (!bulk_in && warp < WARPS)
-        for (int e = threadIdx.x; e < TILE; e += THREADS) stage_f[e] = e < valid ? load_x(x + base + e) : 0.0f;
+    if (!bulk_in && warp < WARPS) load_tile_scalars(x, stage, base, valid);
     __syncthreads();                               // the scalar loads, the mbarrier's init, `ready`
 
     if (warp == WARPS) {                           // the look-back warp
