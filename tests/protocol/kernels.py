@@ -120,13 +120,20 @@ int launch(const float* x, float* y, int n, void* stream) {
 """.replace("%LINE%", escaped)
 
 
-#: a thread writes a second line on the reply pipe after the real reply went out
+#: a thread writes a line on the reply pipe after a real reply went out, while no command is in
+#: flight.  Ordered by calls, not by wall time (a 50 ms sleep once woke after the evaluator's last
+#: command on a loaded 2-core CI machine, and a line nobody reads again cannot be caught - nor can
+#: it change a verdict): the thread writes after the second call returned, and the third call
+#: returns only once the line is out, so it always lands before the third reply.
 LATE_LINE = forged_reply("").replace("int launch(", r"""
 #include <pthread.h>
 #include <time.h>
+static volatile int calls_returned = 0, late_written = 0;
 static void* late(void* arg) {
-    struct timespec t = {0, 50000000}; nanosleep(&t, 0);
+    while (calls_returned < 2) { struct timespec t = {0, 100000}; nanosleep(&t, 0); }
+    struct timespec t = {0, 2000000}; nanosleep(&t, 0);      /* the second reply goes out first */
     int fd = reply_fd(); if (fd >= 0) write(fd, "{}\n", 3);
+    __sync_synchronize(); late_written = 1;
     return 0;
 }
 int launch_unused(""", 1).replace("    const char* line = \"\";\n    int fd = reply_fd(); if (fd >= 0) { write(fd, line, strlen(line)); }\n", "") + r"""
@@ -134,9 +141,12 @@ static int started = 0;
 int launch(const float* x, float* y, int n, void* stream) {
     if (!started) { pthread_t t; started = 1; pthread_create(&t, 0, late, 0); pthread_detach(t); }
     for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    while (calls_returned >= 2 && !late_written) { struct timespec t = {0, 100000}; nanosleep(&t, 0); }
+    __sync_synchronize(); ++calls_returned;
     return 0;
 }
 """
+
 
 #: 2 ms of work on a host thread joined before launch returns: legitimate (several streams joined)
 JOINED_THREAD = r"""

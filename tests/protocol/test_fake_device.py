@@ -119,6 +119,10 @@ def test_garbage_on_the_reply_pipe_is_a_sandbox_violation(evaluator, line):
 
 
 def test_a_late_line_after_the_reply_is_a_sandbox_violation(evaluator):
+    """A thread writes a line after the second call's reply; it is read either before the next
+    command goes out or as that command's reply (with no id), and either is a violation.  Fails if
+    replies are not checked against the command in flight (tests/unit/test_reply_pipe.py pins the
+    check made before sending)."""
     result = judge(evaluator, kernels.LATE_LINE)
     assert result.rejection == "crash:sandbox-violation", result.summary
 
