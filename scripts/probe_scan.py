@@ -19,20 +19,16 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import statistics
-import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from probe_tools import GTIMER, build_all, interleaved_medians_us, print_rows  # noqa: E402
 
 TRACE_OFFSET_WORDS = 1 << 15          # the trace's first 64-bit word in the status array (past the last tile's)
 TRACE_FIELDS = 8                      # per tile: start, landed, look-back start, look-back end, end, polls
-GTIMER = ("__device__ __forceinline__ unsigned long long gtimer() {\n"
-          "    unsigned long long t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); return t;\n}\n")
-
 NO_LOOKBACK = ("            before = op(aggregate);                // the same on every lane",
                "            before = 0.0f; (void)op;               // probe: no look-back")
 
@@ -110,20 +106,6 @@ def trace_summary(trace, tiles: int) -> str:  # type: ignore[no-untyped-def]
             f"us p10 / p50 / p90: " + "; ".join(cells))
 
 
-def build(task, source: str, folder: Path, name: str) -> ctypes.CDLL:  # type: ignore[no-untyped-def]
-    header = folder / "contract.h"
-    header.write_text(task.header())
-    cu, so = folder / f"{name}.cu", folder / f"{name}.so"
-    cu.write_text(source)
-    done = subprocess.run(["nvcc", "-arch=sm_90", "-O3", "-shared", "-Xcompiler", "-fPIC", "-std=c++17",
-                           "-include", str(header), str(cu), "-o", str(so)], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"nvcc failed for {name}:\n{done.stderr[-2000:]}")
-    lib = ctypes.CDLL(str(so))
-    lib.launch.restype = ctypes.c_int
-    return lib
-
-
 def main(argv: list[str] | None = None) -> int:
     import torch
 
@@ -139,9 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     base = task.seeds()["lookback"]
     folder = Path(tempfile.mkdtemp(prefix="probe-scan-"))
     sources = {spec or "defaults": variant_source(base, spec) for spec in args.variants}
-    with ThreadPoolExecutor(max_workers=8) as pool:        # nvcc is single-threaded
-        jobs = {name: pool.submit(build, task, source, folder, f"v{i}") for i, (name, source) in enumerate(sources.items())}
-        libs = {name: job.result() for name, job in jobs.items()}
+    libs = build_all(task, sources, folder)
     stream = torch.cuda.current_stream()
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     print(f"# {torch.cuda.get_device_name()}, {args.reps} rounds, medians")
@@ -174,24 +154,12 @@ def main(argv: list[str] | None = None) -> int:
             words = workspace.view(torch.int64)
             trace = words[TRACE_OFFSET_WORDS:TRACE_OFFSET_WORDS + tiles * TRACE_FIELDS].cpu().numpy()
             print(f"n={n} {name}: {trace_summary(trace, tiles)}")
-        times: dict[str, list[float]] = {name: [] for name in calls}
-        for _ in range(args.reps):
-            for name, call in calls.items():
-                flush.zero_()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                call()
-                end.record()
-                end.synchronize()
-                times[name].append(start.elapsed_time(end) * 1e3)
-        med = {name: statistics.median(t) for name, t in times.items()}
+        med = interleaved_medians_us(calls, args.reps, flush)
         for name in calls:
             err = "" if name == "cudaMemcpy" else f" err {errors[name]:.0e}"
             rows[name].append(f"{med[name]:8.1f} us {med['cudaMemcpy'] / med[name] * 100:5.1f}% "
                               f"{med['torch.cumsum'] / med[name]:4.2f}x{err}")
-    print(f"{'variant':<40} " + " | ".join(f"n={n:<36}" for n in args.shapes))
-    for name, cells in rows.items():
-        print(f"{name[:40]:<40} " + " | ".join(cells))
+    print_rows("variant", args.shapes, rows)
     return 0
 
 

@@ -213,6 +213,12 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         {"SPLIT": "1", "FINISH": "0", "STAGES": "3", "THREADS": "256", "ROWS_PER_THREAD": "2"},
         {"SPLIT": "1", "FINISH": "1", "THREADS": "128", "ROWS_PER_THREAD": "4", "STAGES": "4", "BLOCKS_PER_SM": "4",
          "VEC": "4"},
+        # SPLIT 2 (a tile queue: a counter reset by the last block, so every validation shape in turn
+        # shows a counter left over), with the ring of two, one and four stages and both finishes
+        {"SPLIT": "2", "FINISH": "1"},
+        {"SPLIT": "2", "FINISH": "0", "STAGES": "1", "THREADS": "128", "ROWS_PER_THREAD": "1", "BLOCKS_PER_SM": "4",
+         "VEC": "1"},
+        {"SPLIT": "2", "FINISH": "1", "STAGES": "4", "THREADS": "128", "ROWS_PER_THREAD": "4", "BLOCKS_PER_SM": "4"},
     ],
     # default: one CTA cached (N <= 32768), a cluster of 16 cached above (8 where 16 cannot be
     # scheduled), plain shared atomics; these: one CTA for every N (cached, then re-reading x past

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import statistics
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -234,3 +235,83 @@ def test_linear_regression_transposed_reduction_mapping() -> None:
                    for b in [((lane >> 4) & 1) * 32 + ((lane >> 3) & 1) * 16 + ((lane >> 2) & 1) * 8
                              + ((lane >> 1) & 1) * 4 + (lane & 1) * 2])
     assert bases == list(range(64))
+
+
+def _lr_queue_block(b: int, grid: int, stages: int, ntiles: int, counter: list[int]):
+    """linear_regression/gram SPLIT 2, one block as the kernel runs it: its ring of tile numbers
+    (``tile_at``), the grant taken a tile ahead (``granted``) and the shared counter (``take``).
+    A generator: it yields before each atomic on the counter (the other blocks run between) and
+    yields ("tile", t) for each tile it computes."""
+    def take(t: int):
+        if t >= ntiles:
+            return t
+        yield ("atomic", None)
+        got = counter[0]
+        counter[0] += 1
+        return stages * grid + got
+
+    if stages == 1:
+        granted = [b, None]
+        k = 0
+        while True:
+            t = granted[k & 1]
+            if t >= ntiles:
+                return
+            nxt = yield from take(t)
+            yield ("tile", t)
+            granted[(k + 1) & 1] = nxt
+            k += 1
+    tile_at = [None] * stages
+    for s in range(stages - 1):
+        tile_at[s] = b + s * grid
+    granted = [b + (stages - 1) * grid, None]
+    cs, k = 0, 0
+    while True:
+        t = tile_at[cs]
+        if t >= ntiles:
+            return
+        ns = stages - 1 if cs == 0 else cs - 1
+        tn = granted[k & 1]
+        tile_at[ns] = tn
+        nxt = yield from take(tn)
+        yield ("tile", t)
+        granted[(k + 1) & 1] = nxt
+        cs = 0 if cs == stages - 1 else cs + 1
+        k += 1
+
+
+@pytest.mark.parametrize("n", [10, 257, 4099, 65537, 1000003])
+@pytest.mark.parametrize("threads, rows_per_thread, bpsm, stages", [(256, 2, 2, 2), (128, 1, 4, 1), (128, 4, 4, 4),
+                                                                    (512, 2, 1, 3)])
+def test_linear_regression_tile_queue_computes_every_tile_once(n: int, threads: int, rows_per_thread: int,
+                                                               bpsm: int, stages: int) -> None:
+    """SPLIT 2 under random interleavings of the blocks' atomics: every tile of [0, ntiles) is
+    computed exactly once, each block's tiles grow (its loop stops at the first past the end), and
+    blocks on a slow SM (scheduled less often) take fewer tiles."""
+    tr = threads * rows_per_thread
+    ntiles = (n + tr - 1) // tr
+    grid = max(1, min(ntiles, 132 * bpsm, 4096))
+    rng = random.Random(n * 31 + stages)
+    for _ in range(3):
+        counter = [0]
+        blocks = {b: _lr_queue_block(b, grid, stages, ntiles, counter) for b in range(grid)}
+        slow = set(rng.sample(range(grid), grid // 4))
+        seen: dict[int, list[int]] = {b: [] for b in range(grid)}
+        while blocks:
+            b = rng.choice(list(blocks))
+            if b in slow and rng.random() < 0.75:
+                continue
+            try:
+                kind, t = next(blocks[b])
+            except StopIteration:
+                del blocks[b]
+                continue
+            if kind == "tile":
+                seen[b].append(t)
+        done = sorted(t for tiles in seen.values() for t in tiles)
+        assert done == list(range(ntiles))
+        assert all(tiles == sorted(tiles) for tiles in seen.values())
+        assert counter[0] <= max(0, ntiles - stages * grid) + grid            # one take past the end a block
+        if ntiles > 20 * grid and grid >= 8:
+            fast = [len(seen[b]) for b in range(grid) if b not in slow]
+            assert statistics.mean(len(seen[b]) for b in slow) < statistics.mean(fast)

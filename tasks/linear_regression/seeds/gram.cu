@@ -20,7 +20,13 @@
 //   hands out fixed tiles round robin: with ceil(n / TR) tiles over G blocks, ntiles mod G blocks
 //   take one tile more (at 2^22 rows, 8 of 264 blocks: one latency-bound tile-time alone at the
 //   end, a few us of a ~90 us kernel); equal ranges end every block within a few rows of the others
-//   and each block reads one sequential stream (DRAM pages opened once).
+//   and each block reads one sequential stream (DRAM pages opened once). SPLIT 2 (a tile queue)
+//   hands tiles out as blocks ask: block b starts with tiles b, b + G, ... b + (STAGES - 1) G (one
+//   a stage of its ring, no atomic before the first copies), then thread 0 takes the next tile
+//   number from a __device__ counter (STAGES * G + atomicAdd) a tile ahead of its use, the atomic's
+//   round trip hidden behind the tile being computed. Equal ranges end together only when every SM
+//   streams at the same rate; with a queue a block on a slower SM simply takes fewer tiles. The
+//   counter is reset by the last block (every block's last take precedes its finish ticket).
 // FINISH 1 (the fixed costs after streaming, ~1/4 of the time at 2^22 rows with FINISH 0):
 //  - no cudaMemsetAsync before the kernel (a second graph node, ~2 us a call): the finish counter
 //    is a self-resetting ticket (atomicInc wraps it to 0 at gridDim.x - 1, so the last block
@@ -45,12 +51,17 @@
 #define STAGES 2            // knob: 1 2 3 4
 #define BLOCKS_PER_SM 2     // knob: 1 2 4
 #define VEC 4               // knob: 1 4
-#define SPLIT 1             // knob: 0 1
+#define SPLIT 2             // knob: 0 1 2
 #define FINISH 1            // knob: 0 1
-// SPLIT: 0 tiles round robin over the blocks, 1 one contiguous balanced range of rows a block.
+// SPLIT: 0 tiles round robin over the blocks, 1 one contiguous balanced range of rows a block, 2 a
+// tile queue (see above).
 // FINISH: 0 memset counter + per-block partials summed by the last block, 1 self-resetting
 // counter + transposed warp reduction + double atomics (see above).
-// Defaults since the sixteenth session: SPLIT 1, FINISH 1, STAGES 2 (one H100, one evaluate.py
+// SPLIT 2 default since the nineteenth session (scripts/probe_gram.py, one H100, one process, L2
+// flushed, 30 rounds: 84.5 / 271.4 us against SPLIT 1's 86.8 / 278.2 at n2^22 / 2^24, 1.03x both;
+// per-block %globaltimer traces: the stream's end spread across blocks, last block past the
+// median, 3.1 -> 1.3 us at n2^22 and 5.9 -> 0.8 us at n2^24).
+// Before it, since the sixteenth session: SPLIT 1, FINISH 1, STAGES 2 (one H100, one evaluate.py
 // process, x of torch at n2^22 / 2^24 / 1e7+19: 6.65 / 6.15 / 6.50, against 5.67 / 5.87 / 6.10 for
 // the earlier SPLIT 0, FINISH 0, STAGES 1; FINISH 1 alone 6.58 / 6.12 / 6.49, SPLIT 1 alone 5.64 /
 // 5.88 / 5.92): the finish, not the stream, was the gap on the short shapes.
@@ -71,7 +82,7 @@ static_assert(VEC == 1 || VEC == 4, "VEC must be 1 or 4");
 static_assert(ROWS_PER_THREAD >= 1, "ROWS_PER_THREAD must be positive");
 static_assert(STAGES >= 1 && STAGES <= 8, "STAGES must be 1..8");
 static_assert(BLOCKS_PER_SM >= 1, "BLOCKS_PER_SM must be positive");
-static_assert(SPLIT == 0 || SPLIT == 1, "SPLIT must be 0 or 1");
+static_assert(SPLIT >= 0 && SPLIT <= 2, "SPLIT must be 0, 1 or 2");
 static_assert(FINISH == 0 || FINISH == 1, "FINISH must be 0 or 1");
 
 #define P 10
@@ -91,6 +102,7 @@ static_assert(TR % 4 == 0, "tiles must keep the base pointers' alignment mod 16"
 __device__ unsigned int g_done;          // blocks finished in this call
 #define ACC_STRIDE 16                    // doubles between two entries of g_acc: one 128-byte line each
 __device__ double g_acc[NE * ACC_STRIDE]; // FINISH 1: the 65 totals of this call (0 between calls)
+__device__ unsigned long long g_next;    // SPLIT 2: queued tiles taken in this call (0 between calls)
 
 // Index of Gram entry (j, k), j <= k, in the accumulation order.
 __device__ __forceinline__ int gram_index(int j, int k) { return j * P - j * (j - 1) / 2 + (k - j); }
@@ -168,35 +180,47 @@ lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restr
     const int xhead = head_of(X), yhead = head_of(y);
     const int xpad = (4 - xhead) & 3, ypad = (4 - yhead) & 3;    // (pad + head) % 4 == 0
     const long long G = gridDim.x, b = blockIdx.x;
-#if SPLIT
+#if SPLIT == 1
     const long long per = (((n + 3) / 4 + G - 1) / G) * 4;      // rows a block: a multiple of 4
     const long long lo = b * per < n ? b * per : n;
     const long long end = n - lo > per ? lo + per : n;           // this block's rows: [lo, end)
     const long long mine = (end - lo + TR - 1) / TR;
     auto tile_row = [&](long long k) { return lo + k * TR; };
-#else
+#else                                                            // tiles of TR rows over all n
     const long long ntiles = (n + TR - 1) / TR;
     const long long end = n;
+#if SPLIT == 0
     const long long mine = b < ntiles ? (ntiles - 1 - b) / G + 1 : 0;   // tiles b, b+G, ...
     auto tile_row = [&](long long k) { return (b + k * G) * TR; };
+#else
+#if STAGES > 1
+    __shared__ long long tile_at[STAGES];      // the tile in each stage of the ring
+#endif
+    __shared__ long long granted[2];           // the tile of the next issue (taken a tile ahead)
+    // Thread 0 takes the next tile number, a tile ahead of its use (the next issue after tile t).
+    auto take = [&](long long t) -> long long {
+        return t < ntiles ? (long long)(STAGES * G) + (long long)atomicAdd(&g_next, 1ull) : t;
+    };
+#endif
 #endif
 
-    // Issue the copies of this block's k-th tile into stage s (no commit).
-    auto issue = [&](long long k, int s) {
-        const long long r0 = tile_row(k);
+    // Issue the copies of the tile at row r0 into stage s (no commit).
+    auto issue_rows = [&](long long r0, int s) {
         const int nr = (int)(end - r0 < TR ? end - r0 : TR);
         float* st = smem + s * STAGE_FLOATS;
         stage_async(X + r0 * P, st + xpad, nr * P, xhead);
         stage_async(y + r0, st + XS_FLOATS + ypad, nr, yhead);
     };
+#if SPLIT != 2
+    auto issue = [&](long long k, int s) { issue_rows(tile_row(k), s); };   // this block's k-th tile
+#endif
 
     float acc[NE];
 #pragma unroll
     for (int e = 0; e < NE; ++e) acc[e] = 0.0f;
 
-    // Accumulate this block's k-th tile from stage s.
-    auto compute = [&](long long k, int s) {
-        const long long r0 = tile_row(k);
+    // Accumulate the tile at row r0 from stage s.
+    auto compute_rows = [&](long long r0, int s) {
         const int nr = (int)(end - r0 < TR ? end - r0 : TR);
         const float* tile = smem + s * STAGE_FLOATS + xpad;
         const float* ys = smem + s * STAGE_FLOATS + XS_FLOATS + ypad;
@@ -221,8 +245,55 @@ lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restr
             }
         }
     };
+#if SPLIT != 2
+    auto compute = [&](long long k, int s) { compute_rows(tile_row(k), s); };
+#endif
 
-#if STAGES == 1
+#if SPLIT == 2 && STAGES == 1
+    if (tid == 0) granted[0] = b;
+    for (long long k = 0;; ++k) {
+        __syncthreads();                                         // granted; the stage is free
+        const long long t = granted[k & 1];
+        if (t >= ntiles) break;
+        const long long next = tid == 0 ? take(t) : 0;
+        issue_rows(t * TR, 0);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        compute_rows(t * TR, 0);
+        if (tid == 0) granted[(k + 1) & 1] = next;
+    }
+#elif SPLIT == 2
+    // Prologue: the block's first STAGES - 1 tiles (b, b + G, ...) in flight, the next one granted.
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        const long long t = b + s * G;
+        if (tid == 0) tile_at[s] = t;
+        if (t < ntiles) issue_rows(t * TR, s);
+        cp_async_commit();
+    }
+    if (tid == 0) granted[0] = b + (STAGES - 1) * G;
+    int cs = 0;                                                  // stage of the k-th tile
+    for (long long k = 0;; ++k) {
+        cp_async_wait<STAGES - 2>();                             // this thread's copies of tile k
+        __syncthreads();                                         // everyone's; tile k-1 consumed
+        const long long t = tile_at[cs];
+        if (t >= ntiles) break;                                  // a block's tiles only grow
+        const int ns = cs == 0 ? STAGES - 1 : cs - 1;            // tile k-1's stage
+        const long long tn = granted[k & 1];
+        long long next = 0;
+        if (tid == 0) {
+            tile_at[ns] = tn;
+            next = take(tn);                                     // its round trip overlaps compute
+        }
+        if (tn < ntiles) issue_rows(tn * TR, ns);
+        cp_async_commit();
+        compute_rows(t * TR, cs);
+        if (tid == 0) granted[(k + 1) & 1] = next;
+        cs = cs == STAGES - 1 ? 0 : cs + 1;
+    }
+    cp_async_wait<0>();                                          // only empty groups remain
+#elif STAGES == 1
     for (long long k = 0; k < mine; ++k) {
         if (k > 0) __syncthreads();                              // the stage is overwritten next
         issue(k, 0);
@@ -283,6 +354,9 @@ lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restr
     if (tid == 0) last = atomicInc(&g_done, gridDim.x - 1) == gridDim.x - 1;   // wraps to 0: reset
     __syncthreads();
     if (!last) return;
+#if SPLIT == 2
+    if (tid == 0) g_next = 0;                                    // every block's takes are done
+#endif
     __threadfence();
     if (tid < NE)                                                // read and reset for the next call
         total[tid] = __longlong_as_double((long long)atomicExch(
@@ -309,6 +383,9 @@ lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restr
     if (tid == 0) last = atomicAdd(&g_done, 1u) == gridDim.x - 1;
     __syncthreads();
     if (!last) return;
+#if SPLIT == 2
+    if (tid == 0) g_next = 0;                                    // every block's takes are done
+#endif
     __threadfence();
 
     // Last block: the totals in double, fixed order (warp per entry, lanes over blocks).

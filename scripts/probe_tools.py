@@ -1,0 +1,74 @@
+"""Shared by the probe scripts (probe_scan.py, probe_gram.py): build a seed variant into a shared
+library with the task's contract header, and time callables interleaved with the L2 flushed
+before every call (CUDA events; medians in us)."""
+from __future__ import annotations
+
+import ctypes
+import statistics
+import subprocess
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+#: a device function reading %globaltimer (ns), for the probes' per-block or per-tile traces
+GTIMER = ("__device__ __forceinline__ unsigned long long gtimer() {\n"
+          "    unsigned long long t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); return t;\n}\n")
+
+
+def build(task, source: str, folder: Path, name: str) -> ctypes.CDLL:  # type: ignore[no-untyped-def]
+    header = folder / "contract.h"
+    header.write_text(task.header())
+    cu, so = folder / f"{name}.cu", folder / f"{name}.so"
+    cu.write_text(source)
+    done = subprocess.run(["nvcc", "-arch=sm_90", "-O3", "-shared", "-Xcompiler", "-fPIC", "-std=c++17",
+                           "-include", str(header), str(cu), "-o", str(so)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"nvcc failed for {name}:\n{done.stderr[-2000:]}")
+    lib = ctypes.CDLL(str(so))
+    lib.launch.restype = ctypes.c_int
+    return lib
+
+
+def build_all(task, sources: dict[str, str], folder: Path) -> dict[str, ctypes.CDLL]:  # type: ignore[no-untyped-def]
+    """Every variant built in parallel (nvcc is single-threaded), keyed as ``sources``."""
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        jobs = {name: pool.submit(build, task, source, folder, f"v{i}") for i, (name, source) in enumerate(sources.items())}
+        return {name: job.result() for name, job in jobs.items()}
+
+
+def flush_l2(flush, mode: str = "write") -> None:  # type: ignore[no-untyped-def]
+    """Evict the L2 with a buffer of several L2s: ``write`` (a memset, as the evaluator does) leaves
+    the L2 full of dirty lines that the next kernel's misses write back; ``read`` leaves clean ones."""
+    if mode == "write":
+        flush.zero_()
+    elif mode == "read":
+        flush.view(-1, 4096).amax(dim=1)
+    else:
+        raise ValueError(f"flush mode {mode!r}: write or read")
+
+
+def interleaved_medians_us(calls: dict[str, Callable[[], object]], reps: int, flush,  # type: ignore[no-untyped-def]
+                           mode: str = "write") -> dict[str, float]:
+    """Each round times every call once, in order, the L2 flushed (``flush_l2``) before each."""
+    import torch
+
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(reps):
+        for name, call in calls.items():
+            flush_l2(flush, mode)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            call()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end) * 1e3)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def print_rows(label: str, shapes: list[int], rows: dict[str, list[str]]) -> None:
+    """The table: one row a variant, one cell a shape (cells already formatted)."""
+    width = min(48, max(len(label), *(len(name) for name in rows)))
+    cell = max((len(c) for cells in rows.values() for c in cells), default=8)
+    print(f"{label:<{width}} " + " | ".join(f"{f'n={n}':<{cell}}" for n in shapes))
+    for name, cells in rows.items():
+        print(f"{name[:width]:<{width}} " + " | ".join(cells))
