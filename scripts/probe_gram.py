@@ -113,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     print(f"# {torch.cuda.get_device_name()}, {args.reps} rounds, medians")
     first = next(iter(libs))
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    traced = {}                                        # the traced variants: rows a tile, blocks an SM
+    for name in libs:
+        if name.startswith("trace:"):
+            knobs = {k: int(v.value) for k, v in parse_knobs(sources[name]).items()}
+            traced[name] = (knobs["THREADS"] * knobs["ROWS_PER_THREAD"], knobs["BLOCKS_PER_SM"])
     rows: dict[str, list[str]] = {f"{name} [{mode}]": [] for mode in args.flush
                                   for name in [*libs, "library", "cudaMemcpy"]}
     for n in args.shapes:
@@ -141,13 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.synchronize()
             errors[name] = float(((beta.double() - expected).norm() / expected.norm()).item())
         for mode in args.flush:
-            for name, lib in libs.items():             # the traced variants' phases, one call each
-                if not name.startswith("trace:"):
-                    continue
-                knobs = {k: int(v.value) for k, v in parse_knobs(sources[name]).items()}
-                rows_a_tile = knobs["THREADS"] * knobs["ROWS_PER_THREAD"]
-                props = torch.cuda.get_device_properties(0)
-                grid = max(1, min(-(-n // rows_a_tile), props.multi_processor_count * knobs["BLOCKS_PER_SM"], 4096))
+            for name, (tile_rows, blocks_per_sm) in traced.items():     # one call each
+                grid = max(1, min(-(-n // tile_rows), sms * blocks_per_sm, 4096))   # launch()'s grid
                 workspace.zero_()
                 flush_l2(flush, mode)
                 calls[name]()

@@ -189,10 +189,11 @@ lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restr
 #else                                                            // tiles of TR rows over all n
     const long long ntiles = (n + TR - 1) / TR;
     const long long end = n;
+#endif
 #if SPLIT == 0
     const long long mine = b < ntiles ? (ntiles - 1 - b) / G + 1 : 0;   // tiles b, b+G, ...
     auto tile_row = [&](long long k) { return (b + k * G) * TR; };
-#else
+#elif SPLIT == 2
 #if STAGES > 1
     __shared__ long long tile_at[STAGES];      // the tile in each stage of the ring
 #endif
@@ -201,7 +202,6 @@ lr_gram(const float* __restrict__ X, const float* __restrict__ y, float* __restr
     auto take = [&](long long t) -> long long {
         return t < ntiles ? (long long)(STAGES * G) + (long long)atomicAdd(&g_next, 1ull) : t;
     };
-#endif
 #endif
 
     // Issue the copies of the tile at row r0 into stage s (no commit).
