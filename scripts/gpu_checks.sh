@@ -7,6 +7,8 @@
 #   scripts/gpu_checks.sh sweep 1      # every seed through the benchmark sweep, half of the tasks (alone: it
 #   scripts/gpu_checks.sh sweep 2      #   holds every shape's buffers; ~9 min for all 21 tasks on an H100)
 #   scripts/gpu_checks.sh adversarial  # suites v2 (verdict table printed) and v1
+#   scripts/gpu_checks.sh flush        # what each L2 flush leaves behind (probe_flush.py), and a
+#                                      # 1 us forger against its honest twin per flush (probe_forger.py)
 #   [TASKS="a b" TRIALS=30 LIMIT_S=500] scripts/gpu_checks.sh library   # families against the library,
 #                                                          # interleaved, one process (% SOL, % of copy)
 #   scripts/gpu_checks.sh cost         # conv2d cost per candidate, ResNet-50 set: old protocol vs this one
@@ -63,6 +65,13 @@ adversarial)
     step "calls fused across a batch (the open hole: xfail until closed)"
     timeout 120 $P -s -rxX tests/adversarial/test_batch_fusion_gpu.py > "$out/fusion.log" 2>&1
     grep -E "batch fusion|passed|failed|xfail|XPASS" "$out/fusion.log" | tail -n 4
+    ;;
+flush)
+    step "L2 flushes: eviction, write-back, own cost"
+    timeout 120 python3 scripts/probe_flush.py --reps "${REPS:-30}" 2>&1 | tee "$out/probe_flush.log" | tail -n 8
+    step "a 1 us forger and the naive seed, fresh evaluators, per flush"
+    timeout 300 python3 scripts/probe_forger.py --rounds "${ROUNDS:-5}" 2>&1 | grep -v Warning > "$out/forger.log"
+    grep -E "^round|median|^  " "$out/forger.log" | cut -c1-90
     ;;
 library)
     step "warm-up"; timeout 60 python3 scripts/evaluate.py --task relu seed:naive > /dev/null 2>&1
@@ -150,5 +159,5 @@ evolve)
         cp "/tmp/evolve_$t/best.cu" "$out/best_$t.cu" 2>/dev/null
     done
     ;;
-*) echo "unknown step ${1}: tests | sweep | adversarial | library | cost | resume | seeds | variants | evolve"; exit 2 ;;
+*) echo "unknown step ${1}: tests | sweep | adversarial | flush | library | cost | resume | seeds | variants | evolve"; exit 2 ;;
 esac

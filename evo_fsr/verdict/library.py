@@ -2,8 +2,9 @@
 
 A task's reference.py may define ``library(inputs, dims, torch) -> outputs``.  It is timed here
 in the trusted process, under the task's precision policy (TF32 off for fp32_strict) with
-cudnn.benchmark on, with the same method as candidates: L2 flushed before each trial, CUDA
-events, median (the Workbench keeps the lowest of several such rounds, bench.py).  Its output
+cudnn.benchmark on, with the same method as candidates: the L2 emptied before each trial by
+the same read pass (l2_flush.py), CUDA events, median (the Workbench keeps the lowest of several
+such rounds, bench.py).  Its output
 is checked against the reference too, so a mis-specified library call cannot set the bar.
 """
 from __future__ import annotations
@@ -14,6 +15,8 @@ import statistics
 import numpy as np
 
 from ..tasks import Shape, Task
+from .l2_flush import shared_flush
+from .memory import reset_persisting_l2
 from .validate import check_outputs
 
 log = logging.getLogger(__name__)
@@ -51,13 +54,14 @@ def library_median_ms(task: Task, shape: Shape, inputs: dict[str, np.ndarray], e
             if bad:
                 log.warning("library implementation of %s disagrees with the reference: %s", task.name, bad.describe())
                 return None
-            flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev)
+            flush, stream = shared_flush(), torch.cuda.current_stream().cuda_stream
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             for _ in range(3):
                 fn(tensors, shape.env, torch)
             times = []
             for _ in range(trials):
-                flush.fill_(1)
+                reset_persisting_l2()
+                flush.run(stream)           # the candidates' flush (l2_flush.py), on torch's stream
                 start.record()
                 fn(tensors, shape.env, torch)
                 end.record()

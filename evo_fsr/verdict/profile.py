@@ -23,8 +23,10 @@ A shape whose credit exceeds its claims (``charged``) is timed again (session.py
 round's claims agree with the window, that round is its timing: an honest kernel's unlucky round
 costs it nothing.  If they disagree again, the claims are set aside (``strict``): both rounds are
 credited ``median(window) - overhead_ms``, the window's own estimate with no allowance and the
-lowest of three overhead estimates (``strict_calibration``), so a runner that forges its times
-gains nothing on average.  What a runner can still hide is a claim below its
+lowest of three overhead estimates (``strict_calibration``), and never less than the baseline's
+time scaled by the ratio of the two roles' window medians (``window_ratio_floor_ms``), so a
+runner that forges its times gains nothing on average and, on one evaluation, no more than the
+noise of that ratio.  What a runner can still hide is a claim below its
 time by less than ``slack_ms``, which is why the allowance is one standard error, not two: an
 honest round is charged about one time in six and timed again, and twice in a row about one in
 forty.  (With two standard errors and six windows of eight relu calls, on an H100, a runner that
@@ -220,6 +222,24 @@ def batch_size(overhead_ms: float, expected_ms: float, most: int) -> int:
     return max(1, min(most, math.ceil(overhead_ms / expected_ms)))
 
 
+def window_ratio_floor_ms(candidate: Sequence[CallTimes], baseline: Sequence[CallTimes], base_ms: float) -> float:
+    """The least a shape whose claims were set aside is credited, per call: the baseline's time
+    scaled by the ratio of the two medians of trusted windows taken in the same rounds,
+    interleaved.  With the same overhead O in both, (O + t) / (O + t_base) lies between t /
+    t_base and 1 for a faster kernel, so the floor is at or above its real time: a forger's
+    reward is bounded by the noise of a ratio of whole windows (a few %), not by that of a
+    window minus an overhead estimate, which on a kernel a quarter of its window is four times
+    larger.  On an H100 (relu 16M, eight calls a window, 70 us a call in 300 us windows) a
+    runner reporting 1 us a call was credited 0.91-1.19x the naive seed under the window-minus-
+    overhead credit alone, in ten fresh evaluators, and 1.22x in one run of the adversarial suite.
+    The price falls on honest kernels that are charged twice (none of ten naive evaluations in
+    that run, with the read-pass flush): a fast kernel's credit is compressed towards 1x.  A
+    candidate that slows the baseline's windows only lowers the floor, which ``max`` ignores."""
+    cand = statistics.median(c.window_ms for c in candidate)
+    base = statistics.median(c.window_ms for c in baseline) if baseline else 0.0
+    return base_ms * cand / base if base > 0 and base_ms > 0 else 0.0
+
+
 def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequence[CallTimes],
               calibration: Calibration, baseline_clean_ms: float, floor_ms: float,
               library_ms: float = 0.0, strict: bool = False) -> ShapeTiming:
@@ -227,13 +247,16 @@ def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequen
     the baseline's and the calibration's included, has the same number).  The baseline's time
     is the lower of its interleaved credit and its median with no candidate process alive
     (``baseline_clean_ms``, per call): a candidate that slows the GPU while the baseline runs
-    gains nothing.  ``strict``: the candidate's claims were set aside (``credited_ms``)."""
+    gains nothing.  ``strict``: the candidate's claims were set aside (``credited_ms``), and it is
+    credited at least ``window_ratio_floor_ms``."""
     k = candidate[0].calls
     if any(c.calls != k for c in [*candidate, *baseline]):
         raise ValueError(f"{shape_label}: windows of different batch sizes")
     cand = credited_ms(candidate, calibration, strict) / k
     base_interleaved = credited_ms(baseline, calibration) / k
     base = min(base_interleaved, baseline_clean_ms) if baseline_clean_ms > 0 else base_interleaved
+    if strict:
+        cand = max(cand, window_ratio_floor_ms(candidate, baseline, base))
     flags = []
     if cand < floor_ms:
         flags.append(f"under-floor: {cand:.4g} ms is below the speed-of-light floor {floor_ms:.4g} ms")

@@ -72,3 +72,52 @@ def test_every_seed_of_every_task_is_correct(task_name: str) -> None:
     for name, source in task.seeds().items():
         result = ev.evaluate(Candidate(task=task_name, source=source, label=name))
         assert result.status is Status.OK, f"{task_name}/{name}: {result.summary}\n{result.log('run')[-2000:]}"
+
+
+def test_the_l2_flush_evicts_a_buffer_written_before_it() -> None:
+    """The trusted flush (CupyMemory.flush_l2) leaves nothing of the inputs just loaded in L2: a
+    dependent chase over 4096 lines of an 8 MiB buffer, rewritten before each pass, runs at the
+    L2's latency per load without the flush and at DRAM's after it."""
+    import statistics
+
+    import cupy
+
+    from evo_fsr.testing.l2_probe import Chase, make_chain
+    from evo_fsr.verdict.memory import CupyMemory
+
+    memory = CupyMemory()
+    host, start = make_chain(8 * 2**20, 4096)
+    source = cupy.asarray(host)
+    buffer = cupy.empty_like(source)
+    chase = Chase(cupy, buffer, start, 4096)
+    hot, cold = [], []
+    for _ in range(7):
+        buffer[...] = source                 # written, as the evaluator writes a call's inputs
+        memory.synchronize()
+        hot.append(chase.ns_per_load())
+        buffer[...] = source
+        memory.flush_l2()
+        cold.append(chase.ns_per_load())
+    assert statistics.median(cold) > 1.5 * statistics.median(hot), (hot, cold)
+
+
+def test_the_l2_flush_leaves_no_write_back_to_the_timed_call() -> None:
+    """A memset flush (the evaluator's before the read pass) left the L2 dirty, and a 92 MB copy
+    timed right after it paid for the write-back: 66.0 us against 59.5 us on an H100.  Fails if
+    the trusted flush is no faster to follow than a memset of the same buffer."""
+    import cupy
+
+    from evo_fsr.testing.l2_probe import interleaved_medians
+    from evo_fsr.verdict.memory import CupyMemory
+
+    memory = CupyMemory()
+    memory.flush_l2()
+    dirty = cupy.empty(memory._flush.nbytes, dtype=cupy.uint8)
+    a = cupy.ones(46 * 10**6 // 4, dtype=cupy.float32)
+    b = cupy.empty_like(a)
+    stream = cupy.cuda.get_current_stream().ptr
+    medians = interleaved_medians(cupy, {
+        "memset": lambda: cupy.cuda.runtime.memsetAsync(dirty.data.ptr, 1, dirty.nbytes, stream),
+        "trusted": memory.flush_l2,
+    }, lambda: cupy.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, a.nbytes, 3, stream), reps=25)
+    assert medians["trusted"] < 0.97 * medians["memset"], medians

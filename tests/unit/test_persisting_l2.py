@@ -23,7 +23,10 @@ def test_the_reset_is_called_and_a_failing_driver_disables_it_with_a_warning(mon
     assert caplog.text.count("not reset") == 1
 
 
-def test_the_trusted_flush_resets_before_it_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_trusted_flush_resets_then_reads_on_the_current_stream_then_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Persisting lines demoted before the read pass (else they would survive it), the pass
+    queued on CuPy's current stream (after the inputs' loads), then a wait; and no memset of the
+    flush buffer (that left the L2 dirty for the timed call to write back)."""
     order: list[str] = []
     monkeypatch.setattr(memory, "reset_persisting_l2", lambda: order.append("reset") or True)
 
@@ -31,7 +34,9 @@ def test_the_trusted_flush_resets_before_it_writes(monkeypatch: pytest.MonkeyPat
     runtime = SimpleNamespace(memsetAsync=lambda ptr, value, size, stream: order.append("fill"))
     cupy = SimpleNamespace(cuda=SimpleNamespace(runtime=runtime, get_current_stream=lambda: SimpleNamespace(ptr=0)))
     fake = memory.CupyMemory.__new__(memory.CupyMemory)
-    fake._flush, fake._flushes, fake._cupy = SimpleNamespace(data=SimpleNamespace(ptr=1), nbytes=64), 0, cupy
+    fake._flush = SimpleNamespace(run=lambda stream_ptr=None: order.append(f"read {stream_ptr}"))
+    fake._flushes, fake._cupy = 0, cupy
     fake.synchronize = lambda: order.append("sync")             # type: ignore[method-assign]
     fake.flush_l2()
-    assert order == ["reset", "fill", "sync"]
+    fake.flush_l2()
+    assert order == ["reset", "read None", "sync"] * 2
