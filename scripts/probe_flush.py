@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evo_fsr.testing.l2_probe import Chase, interleaved_medians, make_chain, timed_us  # noqa: E402
+from evo_fsr.testing.l2_probe import Chase, MemsetFlush, interleaved_medians, make_chain, timed_us  # noqa: E402
 
 
 def main() -> None:
@@ -36,13 +36,9 @@ def main() -> None:
     from evo_fsr.verdict.memory import CupyMemory
 
     memory = CupyMemory()
-    memory.flush_l2()                                   # makes the trusted read buffer
-    nbytes = memory._flush.nbytes
-    dirty = cupy.empty(nbytes, dtype=cupy.uint8)
+    memset = MemsetFlush(cupy)
+    nbytes = memset.buffer.nbytes
     stream = cupy.cuda.get_current_stream().ptr
-
-    def memset() -> None:
-        cupy.cuda.runtime.memsetAsync(dirty.data.ptr, 1, nbytes, stream)
 
     def memset_read() -> None:
         memset()

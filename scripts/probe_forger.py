@@ -28,18 +28,16 @@ from evo_fsr.verdict.evaluate import EvalConfig, Evaluator  # noqa: E402
 from tests.adversarial import cases_v2  # noqa: E402
 from tests.adversarial.test_adversarial_v2_gpu import SETTINGS  # noqa: E402
 
+from evo_fsr.testing.l2_probe import MemsetFlush  # noqa: E402
+
 TRUSTED_FLUSH = memory_module.CupyMemory.flush_l2
 
 
 def memset_flush(self: memory_module.CupyMemory) -> None:
     """The evaluator's flush before the twentieth session: a memset of four L2s, then a wait."""
-    if self._flush is None:
-        self._flush = memory_module.shared_flush()
-    self._flushes += 1
-    memory_module.reset_persisting_l2()
-    if not hasattr(self, "_dirty"):
-        self._dirty = self._cupy.empty(self._flush.nbytes, dtype=self._cupy.uint8)
-    self._memset(self._dirty.data.ptr, self._flushes, self._dirty.nbytes)
+    if not hasattr(self, "_memset_flush"):
+        self._memset_flush = MemsetFlush(self._cupy)
+    self._memset_flush()
     self.synchronize()
 
 

@@ -12,9 +12,10 @@ median's), the block finish and the last block's solve, in us from the first blo
 Traces need FINISH 1 (FINISH 0 keeps its partials in the workspace). Rows: median us per shape,
 % of a ``cudaMemcpy`` of the same bytes (X and y), x of the first variant, x of the library
 (``torch.linalg.solve(X.T @ X, X.T @ y)``) and each variant's error against a float64 solve.
-``--flush``: how the L2 is emptied before each call, ``write`` (a memset, as the evaluator: the L2
-is left full of dirty lines the call's misses must write back) and/or ``read`` (clean lines); each
-mode times every call and traces again. The copy moves half the bytes (read and written: the
+``--flush``: how the L2 is emptied before each call, ``read`` (the evaluator's read pass: clean
+lines) and/or ``write`` (a memset, the evaluator's before the twentieth session: the L2 is left
+full of dirty lines the call's misses must write back); each mode times every call and traces
+again. The copy moves half the bytes (read and written: the
 same DRAM traffic as the kernel's reads), so its % is the kernel's share of copy bandwidth.
 Needs torch and nvcc on a GPU host.
 """
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("variants", nargs="*", default=[""])
     p.add_argument("--shapes", nargs="*", type=int, default=[1 << 22, 1 << 24])
     p.add_argument("--reps", type=int, default=30)
-    p.add_argument("--flush", nargs="+", choices=("write", "read"), default=["write"])
+    p.add_argument("--flush", nargs="+", choices=("write", "read"), default=["read"])
     args = p.parse_args(argv)
     torch.backends.cuda.matmul.allow_tf32 = False                  # fp32_strict, as the evaluator's library
     task = get_task("linear_regression")

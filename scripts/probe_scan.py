@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from probe_tools import GTIMER, build_all, interleaved_medians_us, print_rows  # noqa: E402
+from probe_tools import GTIMER, build_all, flush_l2, interleaved_medians_us, print_rows  # noqa: E402
 
 TRACE_OFFSET_WORDS = 1 << 15          # the trace's first 64-bit word in the status array (past the last tile's)
 TRACE_FIELDS = 8                      # per tile: start, landed, look-back start, look-back end, end, polls
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     sources = {spec or "defaults": variant_source(base, spec) for spec in args.variants}
     libs = build_all(task, sources, folder)
     stream = torch.cuda.current_stream()
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    flush = None                                   # the evaluator's read pass (probe_tools.flush_l2) needs no buffer here
     print(f"# {torch.cuda.get_device_name()}, {args.reps} rounds, medians")
     rows: dict[str, list[str]] = {name: [] for name in [*libs, "torch.cumsum", "cudaMemcpy"]}
     for n in args.shapes:
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             knobs = {k: int(v.value) for k, v in parse_knobs(sources[name]).items()}
             tiles = -(-n // (knobs["THREADS"] * knobs["ITEMS"]))
-            flush.zero_()
+            flush_l2(flush)
             workspace.zero_()
             calls[name]()
             torch.cuda.synchronize()

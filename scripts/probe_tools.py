@@ -36,19 +36,25 @@ def build_all(task, sources: dict[str, str], folder: Path) -> dict[str, ctypes.C
         return {name: job.result() for name, job in jobs.items()}
 
 
-def flush_l2(flush, mode: str = "write") -> None:  # type: ignore[no-untyped-def]
-    """Evict the L2 with a buffer of several L2s: ``write`` (a memset, as the evaluator does) leaves
-    the L2 full of dirty lines that the next kernel's misses write back; ``read`` leaves clean ones."""
+def flush_l2(flush, mode: str = "read") -> None:  # type: ignore[no-untyped-def]
+    """Empty the L2 before a timed call: ``read``, the evaluator's own flush (a read pass that
+    leaves clean lines: evo_fsr/verdict/l2_flush.empty_l2, on torch's stream); ``write``, a
+    memset of ``flush`` (the evaluator's before the twentieth session: it leaves the L2 full of
+    dirty lines that the next kernel's misses write back)."""
     if mode == "write":
         flush.zero_()
     elif mode == "read":
-        flush.view(-1, 4096).amax(dim=1)
+        import torch
+
+        from evo_fsr.verdict.l2_flush import empty_l2
+
+        empty_l2(torch.cuda.current_stream().cuda_stream)
     else:
         raise ValueError(f"flush mode {mode!r}: write or read")
 
 
 def interleaved_medians_us(calls: dict[str, Callable[[], object]], reps: int, flush,  # type: ignore[no-untyped-def]
-                           mode: str = "write") -> dict[str, float]:
+                           mode: str = "read") -> dict[str, float]:
     """Each round times every call once, in order, the L2 flushed (``flush_l2``) before each."""
     import torch
 

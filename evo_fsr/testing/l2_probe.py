@@ -74,3 +74,22 @@ def interleaved_medians(cupy: Any, flushes: dict[str, Callable[[], object]], cal
         for name, flush in flushes.items():
             times[name].append(timed_us(cupy, flush, call))
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+class MemsetFlush:
+    """The evaluator's flush before the twentieth session, for comparisons: persisting lines
+    demoted, then a memset of a buffer the size of the read pass's (it evicts as well, and leaves
+    the L2 full of dirty lines).  Queued on CuPy's current stream; it does not wait."""
+
+    def __init__(self, cupy: Any) -> None:
+        from evo_fsr.verdict.l2_flush import shared_flush  # noqa: PLC0415
+
+        self._cupy = cupy
+        self.buffer = cupy.empty(shared_flush().nbytes, dtype=cupy.uint8)
+
+    def __call__(self) -> None:
+        from evo_fsr.verdict.l2_flush import reset_persisting_l2  # noqa: PLC0415
+
+        reset_persisting_l2()
+        cuda = self._cupy.cuda
+        cuda.runtime.memsetAsync(self.buffer.data.ptr, 1, self.buffer.nbytes, cuda.get_current_stream().ptr)

@@ -11,14 +11,21 @@ took 66.0 us after the memset and 59.5 us after a read pass, linear_regression a
 84.7 us and 74.6 us.  Candidate, baseline and library paid the same, so rankings held, but the
 ratios of short calls were compressed and no kernel near the copy roof could show it.
 
+Before the pass, persisting lines are demoted to normal (``reset_persisting_l2``), else an
+access-policy window a candidate put on its inputs would keep them in L2 through it.
+
 The buffer is zeroed once and only ever read; the kernel ORs every word into a flag it writes
 only if a word is not zero, so the compiler cannot drop a load.  The pass reads with ``ld.cg``
 (cached in L2, not in L1) at normal eviction priority.
 """
 from __future__ import annotations
 
+import ctypes
+import logging
 import warnings
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 #: The read pass: a grid-stride loop, four 16-byte loads in flight per thread per step.
 READ_PASS_SOURCE = r"""
@@ -83,10 +90,6 @@ class ReadFlush:
         with stream:
             self._kernel((self.blocks,), (THREADS,), args)
 
-    @property
-    def buffer_ptr(self) -> int:
-        return int(self._buffer.data.ptr)
-
 
 _shared: ReadFlush | None = None
 
@@ -99,3 +102,37 @@ def shared_flush() -> ReadFlush:
 
         _shared = ReadFlush(cupy)
     return _shared
+
+
+def empty_l2(stream_ptr: int | None = None) -> None:
+    """The flush before every timed call, the candidate's, the baseline's (``CupyMemory.flush_l2``)
+    and the library's (library.py, on torch's stream): persisting lines demoted, then this
+    process's read pass queued on ``stream_ptr`` (CuPy's current stream if None).  It does not wait."""
+    reset_persisting_l2()
+    shared_flush().run(stream_ptr)
+
+
+_persisting_reset: Any = None
+
+
+def reset_persisting_l2() -> bool:
+    """Demote every persisting L2 line to normal (``cuCtxResetPersistingL2Cache``), so that the
+    flush after it evicts them: a candidate that set an access-policy window on its inputs would
+    otherwise find the next call's inputs, written in place by the evaluator, still in L2.  The
+    set-aside is the device's, whoever's context marked the lines.  Best effort: where the driver
+    lacks the call (or MIG disables the set-aside) there is nothing persisting to reset."""
+    global _persisting_reset
+    if _persisting_reset is None:
+        try:
+            _persisting_reset = ctypes.CDLL("libcuda.so.1").cuCtxResetPersistingL2Cache
+            _persisting_reset.restype = ctypes.c_int
+        except (OSError, AttributeError) as exc:
+            log.warning("cannot reset persisting L2 lines before each timed call: %s", exc)
+            _persisting_reset = False
+    if _persisting_reset is False:
+        return False
+    status = int(_persisting_reset())
+    if status != 0:
+        log.warning("cuCtxResetPersistingL2Cache returned %d: persisting L2 lines are not reset", status)
+        _persisting_reset = False
+    return status == 0

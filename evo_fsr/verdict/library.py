@@ -15,8 +15,7 @@ import statistics
 import numpy as np
 
 from ..tasks import Shape, Task
-from .l2_flush import shared_flush
-from .memory import reset_persisting_l2
+from .l2_flush import empty_l2
 from .validate import check_outputs
 
 log = logging.getLogger(__name__)
@@ -54,14 +53,13 @@ def library_median_ms(task: Task, shape: Shape, inputs: dict[str, np.ndarray], e
             if bad:
                 log.warning("library implementation of %s disagrees with the reference: %s", task.name, bad.describe())
                 return None
-            flush, stream = shared_flush(), torch.cuda.current_stream().cuda_stream
+            stream = torch.cuda.current_stream().cuda_stream
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             for _ in range(3):
                 fn(tensors, shape.env, torch)
             times = []
             for _ in range(trials):
-                reset_persisting_l2()
-                flush.run(stream)           # the candidates' flush (l2_flush.py), on torch's stream
+                empty_l2(stream)            # the candidates' flush, on torch's stream
                 start.record()
                 fn(tensors, shape.env, torch)
                 end.record()

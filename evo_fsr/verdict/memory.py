@@ -12,16 +12,12 @@ round trip through the runner's fake runtime).
 """
 from __future__ import annotations
 
-import ctypes
-import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from .l2_flush import shared_flush
-
-log = logging.getLogger(__name__)
+from .l2_flush import empty_l2
 
 
 @dataclass(frozen=True)
@@ -61,32 +57,6 @@ def allocation_bytes(nbytes: int) -> int:
     return -(-n // ALLOCATION_GRANULE) * ALLOCATION_GRANULE
 
 
-_persisting_reset: Any = None
-
-
-def reset_persisting_l2() -> bool:
-    """Demote every persisting L2 line to normal (``cuCtxResetPersistingL2Cache``), so that the
-    flush after it evicts them: a candidate that set an access-policy window on its inputs would
-    otherwise find the next call's inputs, written in place by the evaluator, still in L2.  The
-    set-aside is the device's, whoever's context marked the lines.  Best effort: where the driver
-    lacks the call (or MIG disables the set-aside) there is nothing persisting to reset."""
-    global _persisting_reset
-    if _persisting_reset is None:
-        try:
-            _persisting_reset = ctypes.CDLL("libcuda.so.1").cuCtxResetPersistingL2Cache
-            _persisting_reset.restype = ctypes.c_int
-        except (OSError, AttributeError) as exc:
-            log.warning("cannot reset persisting L2 lines before each timed call: %s", exc)
-            _persisting_reset = False
-    if _persisting_reset is False:
-        return False
-    status = int(_persisting_reset())
-    if status != 0:
-        log.warning("cuCtxResetPersistingL2Cache returned %d: persisting L2 lines are not reset", status)
-        _persisting_reset = False
-    return status == 0
-
-
 class CupyMemory:
     """Whole allocations (cudaMalloc, not CuPy's pool: an IPC handle names an allocation's base)
     on the current device, viewed as CuPy arrays."""
@@ -99,8 +69,6 @@ class CupyMemory:
                                "(or [cuda12] for a CUDA 12 driver)") from exc
         self.xp = cupy
         self._cupy = cupy
-        self._flush: Any = None
-        self._flushes = 0
 
     def alloc(self, nbytes: int) -> Block:
         rt = self._cupy.cuda.runtime
@@ -141,15 +109,10 @@ class CupyMemory:
         self._cupy.cuda.runtime.deviceSynchronize()
 
     def flush_l2(self) -> None:
-        """Empty the L2 (shared by every context on the GPU) and wait: done here, not in the runner,
-        so that a candidate cannot skip it and run on inputs still hot in L2 from their upload.
-        Persisting lines are demoted first, then a read pass over four L2s (l2_flush.py) evicts
-        every line and leaves clean ones, so the timed call pays no write-back of the flush."""
-        if self._flush is None:
-            self._flush = shared_flush()
-        self._flushes += 1
-        reset_persisting_l2()
-        self._flush.run()           # on CuPy's current stream, after the inputs' loads
+        """Empty the L2 (shared by every context on the GPU: ``l2_flush.empty_l2``) on CuPy's
+        current stream, after the inputs' loads, and wait: done here, not in the runner, so that a
+        candidate cannot skip it and run on inputs still hot in L2 from their upload."""
+        empty_l2()
         self.synchronize()
 
 

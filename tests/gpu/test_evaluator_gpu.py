@@ -107,17 +107,12 @@ def test_the_l2_flush_leaves_no_write_back_to_the_timed_call() -> None:
     the trusted flush is no faster to follow than a memset of the same buffer."""
     import cupy
 
-    from evo_fsr.testing.l2_probe import interleaved_medians
+    from evo_fsr.testing.l2_probe import MemsetFlush, interleaved_medians
     from evo_fsr.verdict.memory import CupyMemory
 
     memory = CupyMemory()
-    memory.flush_l2()
-    dirty = cupy.empty(memory._flush.nbytes, dtype=cupy.uint8)
     a = cupy.ones(46 * 10**6 // 4, dtype=cupy.float32)
     b = cupy.empty_like(a)
     stream = cupy.cuda.get_current_stream().ptr
-    medians = interleaved_medians(cupy, {
-        "memset": lambda: cupy.cuda.runtime.memsetAsync(dirty.data.ptr, 1, dirty.nbytes, stream),
-        "trusted": memory.flush_l2,
-    }, lambda: cupy.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, a.nbytes, 3, stream), reps=25)
+    medians = interleaved_medians(cupy, {"memset": MemsetFlush(cupy), "trusted": memory.flush_l2}, lambda: cupy.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, a.nbytes, 3, stream), reps=25)
     assert medians["trusted"] < 0.97 * medians["memset"], medians

@@ -70,7 +70,6 @@ def _cupy_memory(memset: list[tuple[int, int, int, int]]) -> CupyMemory:
     cuda = SimpleNamespace(runtime=runtime, get_current_stream=lambda: SimpleNamespace(ptr=7))
     memory = object.__new__(CupyMemory)
     memory._cupy = SimpleNamespace(cuda=cuda)
-    memory._flush, memory._flushes = None, 0
     return memory
 
 
