@@ -249,7 +249,8 @@ class Workbench:
         and one slow round, kept for a whole run, once read cuDNN's stem at 0.18 ms instead of
         0.099 (1.94x "of library" for 1.36x).  The first time, also the shape's batch size
         (``profile.batch_size``: from the window overhead of a few single calls and the library's
-        time, else the speed-of-light floor) and its extra buffer sets."""
+        time, else the speed-of-light floor; one call for a launch-bound shape, whose calls could
+        fuse) and its extra buffer sets."""
         for shape in shapes:
             bench = self.shape_bench(shape)
             if bench.clean_at_candidate >= 0 and self.candidates - bench.clean_at_candidate < self.clean_refresh:
@@ -259,7 +260,8 @@ class Workbench:
                 if self.measure_library:
                     bench.library_ms = lower_positive(bench.library_ms, self._library_ms(bench))
                 overhead = statistics.median(t.window_ms - t.event_ms for t in single)
-                k = batch_size(overhead, bench.library_ms or floor_ms(shape), batch_max)
+                floor = floor_ms(shape)
+                k = batch_size(overhead, bench.library_ms or floor, batch_max, floor_ms=floor)
                 self._grow_batch(bench, k)
                 if k > 1:
                     log.info("%s: timed %d launches to a window (window overhead %.3f ms)", shape.label, k, overhead)

@@ -42,7 +42,9 @@ pattern, before any candidate code runs); no window of a candidate's timing join
 
 Short kernels are timed in batches (``batch_size``): a window holds k launches on k buffer sets,
 each with its own fresh inputs and each checked, so the window's overhead and ``slack_ms`` are
-shared by k calls and what a forger hides per call is ``slack_ms / k``.  Medians (never per-call
+shared by k calls and what a forger hides per call is ``slack_ms / k``; but not launch-bound
+shapes (speed-of-light time under ``FUSABLE_FLOOR_MS``), whose k calls a kernel could compute in
+the batch's first launch for about the price of one.  Medians (never per-call
 maxima, which would charge honest kernels every scheduling hiccup).
 ``under-floor``: faster than max(bytes/roof, flops/peak) is not credible (``memory_roof_gbps``).
 """
@@ -211,13 +213,27 @@ def speed_of_light_ms(flops: float, nbytes: float, gpu: GpuInfo, precision: str)
     return max(memory_ms, compute_ms)
 
 
-def batch_size(overhead_ms: float, expected_ms: float, most: int) -> int:
+#: A shape whose speed-of-light time is below this is launch-bound: one call of it leaves the GPU
+#: mostly idle, so k calls fused into one launch cost about what one does (SECURITY.md, "work
+#: fused across the calls of a batch").  Such a shape is timed one call to a window.
+FUSABLE_FLOOR_MS = 0.005
+
+
+def batch_size(overhead_ms: float, expected_ms: float, most: int, floor_ms: float = 0.0) -> int:
     """Launches per window for a shape: enough that the launches take about as long as the
     window's own overhead (``expected_ms``: a fast kernel's time, the library's or the
     speed-of-light floor; candidate-independent, so no candidate can choose its batch).  The
     overhead, its noise and the slack are then shared by ``k`` calls: a runner that forges its
-    times hides at most slack / k per call."""
-    if most <= 1 or expected_ms <= 0 or overhead_ms <= expected_ms:
+    times hides at most slack / k per call.
+
+    But a batch's k buffer sets all hold their inputs before its first launch, so a kernel can
+    compute every call in the first and return at once from the others; where one call leaves
+    the GPU idle that costs about one call (a 64K-element relu read 3.56x its honest twin,
+    H100).  Ordering the calls on the GPU costs 245-280 us a call however it is done (two CUDA
+    contexts time-slice; ``scripts/probe_batch_chain.py``), so a shape whose speed-of-light
+    time (``floor_ms``, 0: unknown) is under ``FUSABLE_FLOOR_MS`` is not batched: there, fusing
+    would pay up to k times, while a forger at one call a window hides one slack, a few us."""
+    if most <= 1 or expected_ms <= 0 or overhead_ms <= expected_ms or 0 < floor_ms < FUSABLE_FLOOR_MS:
         return 1
     return max(1, min(most, math.ceil(overhead_ms / expected_ms)))
 

@@ -1,14 +1,18 @@
-"""The batch's open hole (SECURITY.md, "Not closed: work fused across the calls of a batch"), as a
-GPU reproduction: a short kernel whose shape is timed k calls to a window learns the k buffer sets
-(the same in every window, in the same order) and computes all k calls in the first launch of
-each window, while the other launches return at once.  Every output is right and every microsecond
-is inside the events and the window, so nothing is forged; but on a tiny shape, where one call
-leaves the GPU idle, k fused calls cost about as much as one.
+"""The batch's hole (SECURITY.md, "work fused across the calls of a batch"), as GPU reproductions:
+a kernel whose shape is timed k calls to a window learns the k buffer sets (the same in every
+window, in the same order) and computes all k calls in the first launch of each window, while
+the other launches return at once.  Every output is right and every microsecond is inside the
+events and the window, so nothing is forged; but where one call leaves the GPU idle, k fused
+calls cost about as much as one.
 
-Expected to fail until the hole is closed (xfail, not strict): it then passes, and the marker
-goes.  On an H100 (tenth session) the fused cheat read 3.22x against the honest seed's 1.04x;
-SECURITY.md says which fixes were measured and why none landed.
-``test_the_fused_cheat_compiles`` (CPU, nvcc) checks that it builds against relu's prototype.
+* A launch-bound shape (relu on 64K elements, 0.16 us of traffic) is timed one call to a window
+  (``profile.FUSABLE_FLOOR_MS``), so there is nothing to fuse: before that rule the fused cheat
+  read 3.22x (tenth session) and 3.56x (twenty-first) against the honest seed's 1.0x, H100.
+* The residual, still open (xfail, not strict): a kernel that leaves the GPU idle by its own
+  choice (16 blocks) on a shape that is batched (relu on 4M elements), fused against the same
+  kernel called honestly.
+
+``test_the_fused_cheats_compile`` (CPU, nvcc) checks that both build against relu's prototype.
 
 Run with: pytest -m gpu tests/adversarial/test_batch_fusion_gpu.py -v -s
 """
@@ -26,14 +30,16 @@ from evo_fsr.verdict.evaluate import Evaluator
 from .cases_v2_blocks import MAX_SPEEDUP_OVER_HONEST, wrap
 from .test_adversarial_v2_gpu import config
 
-#: one call of relu on 64K elements (256 KiB) is a few microseconds, mostly launch and tail, so
-#: its shape is batched (window overhead ~2 ms against the library's few microseconds)
+#: one call of relu on 64K elements (256 KiB) is a few microseconds, mostly launch and tail
 SMALL_N = 65536
+#: relu on 4M elements (32 MiB, 10 us at the roof) is batched; 16 blocks leave most SMs idle
+WIDE_N = 1 << 22
+NARROW_BLOCKS = 16
 
-FUSED_PRELUDE = r'''
+FUSED_PRELUDE = r"""
 #define ADV_MAX 16
 struct adv_slots { const float* x[ADV_MAX]; float* y[ADV_MAX]; };
-__global__ void adv_relu_fused(adv_slots s, long long n) {
+__global__ void adv_relu_sets(adv_slots s, long long n) {
     const float* x = s.x[blockIdx.y];
     float* y = s.y[blockIdx.y];
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
@@ -47,45 +53,80 @@ static int adv_index(const float* x, float* y) {
     adv_seen.x[adv_nseen] = x; adv_seen.y[adv_nseen] = y;
     return adv_nseen++;
 }
-'''
+static int adv_one(const float* x, float* y, long long n, int blocks, cudaStream_t stream) {
+    adv_slots one; one.x[0] = x; one.y[0] = y;
+    adv_relu_sets<<<dim3(blocks, 1), 256, 0, stream>>>(one, n);
+    return (int)cudaGetLastError();
+}
+"""
 
-FUSED_BODY = f'''
-    if (n != {SMALL_N}) return HONEST;
+
+def fused_body(size: int, blocks: int) -> str:
+    """On ``size``: every buffer set of the window computed by its first launch (``blocks`` blocks a
+    set), once the sets have come round; elsewhere, and until then, the honest call."""
+    return f"""
+    if (n != {size}) return HONEST;
     int i = adv_index(x, y);
     if (i < 0) return HONEST;
     if (adv_cycle == 0 && i == 0 && adv_nseen > 1) adv_cycle = adv_nseen;   // the first set came round again
-    if (adv_cycle == 0) return HONEST;
+    if (adv_cycle == 0) return {"HONEST" if blocks == 0 else f"adv_one(x, y, n, {blocks}, stream)"};
     if (i != 0) return 0;                     // computed by this window's first launch
-    adv_relu_fused<<<dim3(64, adv_cycle), 256, 0, stream>>>(adv_seen, (long long)n);
-    return (int)cudaGetLastError();'''
+    adv_relu_sets<<<dim3({blocks or 64}, adv_cycle), 256, 0, stream>>>(adv_seen, (long long)n);
+    return (int)cudaGetLastError();"""
 
 
 def fused_source() -> str:
-    return wrap("relu", FUSED_BODY, FUSED_PRELUDE)
+    """The launch-bound case: the naive seed, but every call of a window fused into its first."""
+    return wrap("relu", fused_body(SMALL_N, 0), FUSED_PRELUDE)
 
 
-@pytest.mark.gpu
-@pytest.mark.xfail(strict=False, reason="open hole: calls of a batch can be fused (SECURITY.md)")
-def test_calls_fused_across_a_batch_gain_nothing() -> None:
+def narrow_sources() -> tuple[str, str]:
+    """The residual case: a 16-block relu called honestly, and the same kernel fused."""
+    honest = wrap("relu", f"    if (n != {WIDE_N}) return HONEST;\n"
+                          f"    return adv_one(x, y, n, {NARROW_BLOCKS}, stream);", FUSED_PRELUDE)
+    return honest, wrap("relu", fused_body(WIDE_N, NARROW_BLOCKS), FUSED_PRELUDE)
+
+
+def judge(n: int, label: str, honest_source: str, fused: str) -> tuple[float, str, float]:
     task = get_task("relu")
-    shape = task.make_shape({"n": SMALL_N}, "n_64K")
+    shape = task.make_shape({"n": n}, label)
     ev = Evaluator("relu", dataclasses.replace(config(), shapes=(shape,)))
     try:
-        honest = ev.evaluate(Candidate(task="relu", source=task.baseline_source, label="honest"))
-        fused = ev.evaluate(Candidate(task="relu", source=fused_source(), label="fused"))
+        honest = ev.evaluate(Candidate(task="relu", source=honest_source, label="honest"))
+        cheat = ev.evaluate(Candidate(task="relu", source=fused, label="fused"))
     finally:
         ev.close()
     assert honest.status is Status.OK, honest.summary
-    print(f"\nbatch fusion: honest x{honest.geomean_speedup:.2f}, fused {fused.status.value} "
-          f"x{fused.geomean_speedup or 0:.2f}")
-    if fused.status is Status.OK:
-        assert fused.geomean_speedup <= MAX_SPEEDUP_OVER_HONEST * honest.geomean_speedup, fused.summary
+    print(f"\nbatch fusion, {label}: honest x{honest.geomean_speedup:.2f}, fused {cheat.status.value} "
+          f"x{cheat.geomean_speedup or 0:.2f}")
+    return honest.geomean_speedup, cheat.status.value, cheat.geomean_speedup or 0.0
+
+
+@pytest.mark.gpu
+def test_calls_of_a_launch_bound_shape_are_not_fused() -> None:
+    """Timed one call to a window, a launch-bound shape leaves a fusing kernel nothing to fuse."""
+    honest, status, fused = judge(SMALL_N, "n_64K", get_task("relu").baseline_source, fused_source())
+    if status == Status.OK.value:
+        assert fused <= MAX_SPEEDUP_OVER_HONEST * honest
+
+
+@pytest.mark.gpu
+@pytest.mark.xfail(strict=False, reason="open hole: calls of a batch can be fused where one call "
+                                        "leaves the GPU idle (SECURITY.md)")
+def test_calls_of_a_batched_shape_gain_nothing_fused() -> None:
+    honest_source, fused = narrow_sources()
+    honest, status, speedup = judge(WIDE_N, "n_4M", honest_source, fused)
+    if status == Status.OK.value:
+        assert speedup <= MAX_SPEEDUP_OVER_HONEST * honest
 
 
 @pytest.mark.skipif(nvcc.nvcc_path() is None, reason="nvcc not found")
-def test_the_fused_cheat_compiles(tmp_path) -> None:
-    """CPU: the reproduction builds against relu's launch prototype (so the GPU test tests the
+@pytest.mark.parametrize("which", ["launch_bound", "narrow_honest", "narrow_fused"])
+def test_the_fused_cheats_compile(tmp_path, which: str) -> None:
+    """CPU: the reproductions build against relu's launch prototype (so the GPU tests test the
     verdict, not a compile error)."""
-    result = nvcc.compile_source(fused_source(), get_task("relu").header(), "sm_90", cache_dir=tmp_path,
+    source = {"launch_bound": fused_source(), "narrow_honest": narrow_sources()[0],
+              "narrow_fused": narrow_sources()[1]}[which]
+    result = nvcc.compile_source(source, get_task("relu").header(), "sm_90", cache_dir=tmp_path,
                                  timeout_s=300)
     assert result.ok, result.log[:800]

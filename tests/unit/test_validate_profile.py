@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from evo_fsr.verdict import gpu as gpu_module
-from evo_fsr.verdict.profile import (CallTimes, Calibration, batch_size, charged, credited_ms, memory_roof_gbps,
+from evo_fsr.verdict.profile import (FUSABLE_FLOOR_MS, CallTimes, Calibration, batch_size, charged, credited_ms, memory_roof_gbps,
                                      speed_of_light_ms, summarise, time_shape)
 from evo_fsr.tasks import PRECISION_POLICIES
 from evo_fsr.types import EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
@@ -227,6 +227,15 @@ def test_batch_size_shares_the_window_overhead_between_short_calls() -> None:
     assert batch_size(0.3, 0.01, 8) == 8                  # capped
     assert batch_size(0.3, 0.5, 8) == 1                   # long kernels: one call a window
     assert batch_size(0.3, 0.0, 8) == 1 and batch_size(0.3, 0.05, 1) == 1
+
+
+def test_a_launch_bound_shape_is_timed_one_call_to_a_window() -> None:
+    """Its calls could be fused into the first launch of a batch (SECURITY.md); the floor decides,
+    not the expected time (the library's, which a launch-bound shape's overhead dwarfs)."""
+    assert batch_size(0.3, 0.005, 8, floor_ms=0.0002) == 1            # topk, 1 MiB: 0.3 us of traffic
+    assert batch_size(0.3, 0.005, 8, floor_ms=FUSABLE_FLOOR_MS * 0.99) == 1
+    assert batch_size(0.3, 0.05, 8, floor_ms=FUSABLE_FLOOR_MS) == 6   # at the threshold: batched
+    assert batch_size(0.3, 0.05, 8, floor_ms=0.0) == 6                # floor unknown: as before
 
 
 def test_a_forger_hides_at_most_slack_over_k_per_call_in_a_batch() -> None:
