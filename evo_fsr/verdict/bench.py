@@ -31,7 +31,7 @@ from ..tasks import Shape, Task
 from . import library
 from .inputs import Slot, TimedInputs, make_case, reference, timed_case
 from .memory import TrustedMemory
-from .profile import CallTimes, batch_size
+from .profile import FUSABLE_FLOOR_MS, CallTimes, batch_size
 from .validate import check_call
 
 log = logging.getLogger(__name__)
@@ -241,7 +241,7 @@ class Workbench:
     # -- clean baseline times and the calibration (no candidate code loaded anywhere) ----------
     def refresh_clean(self, shapes: tuple[Shape, ...], calls: int, timeout_s: float,
                       floor_ms: Callable[[Shape], float] = lambda shape: 0.0, batch_max: int = 1,
-                      every: int = 3) -> None:
+                      every: int = 3, fusable_floor_ms: float = FUSABLE_FLOOR_MS) -> None:
         """Before a candidate's code is loaded, for every shape that has none or whose is
         ``clean_refresh`` candidates old: the calibration windows and the baseline's clean time
         (``calibration_round``); then the library's time, a round after those windows at every
@@ -261,7 +261,8 @@ class Workbench:
                     bench.library_ms = lower_positive(bench.library_ms, self._library_ms(bench))
                 overhead = statistics.median(t.window_ms - t.event_ms for t in single)
                 floor = floor_ms(shape)
-                k = batch_size(overhead, bench.library_ms or floor, batch_max, floor_ms=floor)
+                k = batch_size(overhead, bench.library_ms or floor, batch_max, floor_ms=floor,
+                               fusable_floor_ms=fusable_floor_ms)
                 self._grow_batch(bench, k)
                 if k > 1:
                     log.info("%s: timed %d launches to a window (window overhead %.3f ms)", shape.label, k, overhead)
@@ -319,10 +320,11 @@ class Workbench:
                 raise RuntimeError(f"the naive seed is wrong on {bench.shape.label}: {mismatch.describe()}")
         return call
 
-    def baseline_window(self, runner: RunnerProcess, bench: ShapeBench, timeout_s: float) -> CallTimes:
+    def baseline_window(self, runner: RunnerProcess, bench: ShapeBench, timeout_s: float,
+                        calls: int = 0) -> CallTimes:
         """One timed window of the trusted baseline on the shape's batch of buffer sets (attached
-        to ``runner``), each with fresh inputs."""
-        slots = bench.baseline_slots[:max(1, bench.batch)]
+        to ``runner``; ``calls``: the first so many, else the whole batch), each with fresh inputs."""
+        slots = bench.baseline_slots[:calls or max(1, bench.batch)]
         reply, call, _ = timed_batch(runner, slots, "baseline", [bench.inputs.next() for _ in slots], timeout_s)
         if call is None:
             raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")

@@ -32,7 +32,7 @@ from .bench import Workbench
 from .gpu import gpu_info_from_probe
 from .inputs import NP_DTYPES
 from .memory import TrustedMemory, make_memory
-from .profile import speed_of_light_ms
+from .profile import FUSABLE_FLOOR_MS, speed_of_light_ms
 from .session import Session, Stages, Verdict
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ class EvalConfig:
     min_trials: int = 10                      # and at least (each one checked)
     time_budget_s: float = 2.0                # per shape: sets the number of timed calls, before timing
     batch_max: int = 8                        # launches per timed window for short kernels, at most
+    fusable_floor_ms: float = FUSABLE_FLOOR_MS  # shapes with a speed-of-light time under this: never batched
     min_windows: int = 16                     # timed windows per shape, at least
     baseline_every: int = 3                   # one interleaved baseline call per this many candidate calls
     clean_calls: int = 8                      # baseline calls per shape with no candidate code loaded
@@ -165,7 +166,8 @@ class Evaluator:
                                     floor_ms=lambda shape: speed_of_light_ms(self.task.flops_of(shape),
                                                                              self.task.bytes_of(shape), gpu,
                                                                              self.task.precision),
-                                    batch_max=self.config.batch_max, every=self.config.baseline_every)
+                                    batch_max=self.config.batch_max, every=self.config.baseline_every,
+                                    fusable_floor_ms=self.config.fusable_floor_ms)
         with stages.stage("startup"):
             work, runner = self.runners.take()
         try:

@@ -219,7 +219,8 @@ def speed_of_light_ms(flops: float, nbytes: float, gpu: GpuInfo, precision: str)
 FUSABLE_FLOOR_MS = 0.005
 
 
-def batch_size(overhead_ms: float, expected_ms: float, most: int, floor_ms: float = 0.0) -> int:
+def batch_size(overhead_ms: float, expected_ms: float, most: int, floor_ms: float = 0.0,
+               fusable_floor_ms: float = FUSABLE_FLOOR_MS) -> int:
     """Launches per window for a shape: enough that the launches take about as long as the
     window's own overhead (``expected_ms``: a fast kernel's time, the library's or the
     speed-of-light floor; candidate-independent, so no candidate can choose its batch).  The
@@ -231,9 +232,10 @@ def batch_size(overhead_ms: float, expected_ms: float, most: int, floor_ms: floa
     the GPU idle that costs about one call (a 64K-element relu read 3.56x its honest twin,
     H100).  Ordering the calls on the GPU costs 245-280 us a call however it is done (two CUDA
     contexts time-slice; ``scripts/probe_batch_chain.py``), so a shape whose speed-of-light
-    time (``floor_ms``, 0: unknown) is under ``FUSABLE_FLOOR_MS`` is not batched: there, fusing
-    would pay up to k times, while a forger at one call a window hides one slack, a few us."""
-    if most <= 1 or expected_ms <= 0 or overhead_ms <= expected_ms or 0 < floor_ms < FUSABLE_FLOOR_MS:
+    time (``floor_ms``, 0: unknown) is under ``fusable_floor_ms`` (``FUSABLE_FLOOR_MS``; 0 for a
+    device whose floor means nothing, the CPU tests' fake) is not batched: there, fusing would pay
+    up to k times, while a forger at one call a window hides one slack, a few us."""
+    if most <= 1 or expected_ms <= 0 or overhead_ms <= expected_ms or 0 < floor_ms < fusable_floor_ms:
         return 1
     return max(1, min(most, math.ceil(overhead_ms / expected_ms)))
 
@@ -256,15 +258,48 @@ def window_ratio_floor_ms(candidate: Sequence[CallTimes], baseline: Sequence[Cal
     return base_ms * cand / base if base > 0 and base_ms > 0 else 0.0
 
 
+#: Single-call windows of each role taken per batched shape (``single_call_floor_ms``).
+SINGLE_WINDOWS = 8
+#: The single-call floor's allowance, in standard errors of the difference of two medians.
+SINGLE_FLOOR_STANDARD_ERRORS = 2.0
+#: ... and the share of the single-call estimate it credits at most (an honest call alone lacks
+#: the launch pipelining of a batch: a few us slower than one of a batch).
+SINGLE_FLOOR_SHARE = 0.95
+
+
+def single_call_floor_ms(candidate: Sequence[CallTimes], baseline: Sequence[CallTimes]) -> float:
+    """The least a batched shape is credited per call: what single-call windows prove a call of
+    the candidate costs.  A kernel that fuses a batch's k calls into its first launch (SECURITY.md)
+    pays for one call in a window of one, so its batch credit (fused / k) is undone here.  The
+    estimate is the candidate's single window less the baseline's taken interleaved, plus the
+    baseline's own call (its events: the trusted runner's), less ``SINGLE_FLOOR_STANDARD_ERRORS``
+    standard errors (the baseline's spread of window minus events), times ``SINGLE_FLOOR_SHARE``.
+    The baseline's runner, called one window in two here, carries at least the candidate's
+    overhead, so the estimate errs low; a candidate that slows the baseline's windows only lowers
+    it, and it is combined with ``max``."""
+    if not candidate or not baseline:
+        return 0.0
+    if any(c.calls != 1 for c in [*candidate, *baseline]):
+        raise ValueError("single-call windows hold one call")
+    overheads = [c.window_ms - c.event_ms for c in baseline]
+    quartiles = statistics.quantiles(overheads, n=4) if len(overheads) >= 2 else [overheads[0]] * 3
+    spread = max(0.0, quartiles[2] - quartiles[0]) / 1.349
+    error = 1.2533 * spread * math.sqrt(1.0 / len(candidate) + 1.0 / len(baseline))
+    estimate = (statistics.median(c.window_ms for c in candidate) - statistics.median(c.window_ms for c in baseline)
+                + statistics.median(c.event_ms for c in baseline))
+    return max(0.0, SINGLE_FLOOR_SHARE * (estimate - SINGLE_FLOOR_STANDARD_ERRORS * error))
+
+
 def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequence[CallTimes],
               calibration: Calibration, baseline_clean_ms: float, floor_ms: float,
-              library_ms: float = 0.0, strict: bool = False) -> ShapeTiming:
+              library_ms: float = 0.0, strict: bool = False, single_floor_ms: float = 0.0) -> ShapeTiming:
     """One shape's timing, per call (windows of ``calls`` launches: every window of a shape,
     the baseline's and the calibration's included, has the same number).  The baseline's time
     is the lower of its interleaved credit and its median with no candidate process alive
     (``baseline_clean_ms``, per call): a candidate that slows the GPU while the baseline runs
     gains nothing.  ``strict``: the candidate's claims were set aside (``credited_ms``), and it is
-    credited at least ``window_ratio_floor_ms``."""
+    credited at least ``window_ratio_floor_ms``; a batched shape, at least ``single_floor_ms``
+    (``single_call_floor_ms``)."""
     k = candidate[0].calls
     if any(c.calls != k for c in [*candidate, *baseline]):
         raise ValueError(f"{shape_label}: windows of different batch sizes")
@@ -273,6 +308,7 @@ def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequen
     base = min(base_interleaved, baseline_clean_ms) if baseline_clean_ms > 0 else base_interleaved
     if strict:
         cand = max(cand, window_ratio_floor_ms(candidate, baseline, base))
+    cand = max(cand, single_floor_ms)
     flags = []
     if cand < floor_ms:
         flags.append(f"under-floor: {cand:.4g} ms is below the speed-of-light floor {floor_ms:.4g} ms")

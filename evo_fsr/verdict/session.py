@@ -8,7 +8,9 @@
    each of the shape's batch size of calls (one, or several for short kernels: profile.batch_size);
    every timed call has fresh secret inputs and is checked; the trusted baseline runner is timed
    interleaved (one window every ``baseline_every``); credited times as in profile.py, and a
-   shape whose claims disagree with the trusted window timed a second round (profile.time_shape).
+   shape whose claims disagree with the trusted window timed a second round (profile.time_shape);
+   a batched shape also gets single-call windows, whose estimate its credit never goes under
+   (profile.single_call_floor_ms: calls fused across a batch).
 A wall-clock budget bounds the whole candidate; past it the verdict is TIMEOUT.
 """
 from __future__ import annotations
@@ -264,10 +266,12 @@ class Session:
                                        sb.calibration)
             self.stages.count("retimed_shapes", timed.rounds - 1)
             charged += int(timed.strict)
+            single = self._single_call_floor(sb, slots[0], shape, xp, baseline) if k > 1 else 0.0
             floor = profile.speed_of_light_ms(self.task.flops_of(shape), self.task.bytes_of(shape), self.gpu,
                                               self.task.precision)
             timings.append(profile.summarise(shape.label, timed.candidate, timed.baseline, timed.calibration,
-                                             sb.clean_ms, floor, sb.library_ms, strict=timed.strict))
+                                             sb.clean_ms, floor, sb.library_ms, strict=timed.strict,
+                                             single_floor_ms=single))
         self.stages.count("charged_shapes", charged)
         flagged = [f"{t.shape_label}: {flag}" for t in timings for flag in t.flags]
         if flagged:
@@ -297,6 +301,23 @@ class Session:
         self.stages.seconds["timed_gpu"] = self.stages.seconds.get("timed_gpu", 0.0) + sum(
             c.event_all_ms for c in cand_calls + base_calls) / 1e3
         return cand_calls, base_calls
+
+    def _single_call_floor(self, sb: Any, slot: Any, shape: Shape, xp: Any, baseline: RunnerProcess) -> float:
+        """A batched shape's single-call windows (``profile.SINGLE_WINDOWS`` of the candidate's,
+        each checked, and as many of the baseline's, alternately first) and the floor they put
+        under its credit (``profile.single_call_floor_ms``: calls fused across a batch)."""
+        cfg = self.cfg
+        cand_calls: list[profile.CallTimes] = []
+        base_calls: list[profile.CallTimes] = []
+        with self.stages.stage("timing_single"):
+            for i in range(profile.SINGLE_WINDOWS):
+                if i % 2 == 0:
+                    base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s, calls=1))
+                cand_calls.append(self._checked_window(sb, [slot], shape, xp, cfg.benchmark_timeout_s))
+                if i % 2 == 1:
+                    base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s, calls=1))
+        self.stages.count("single_calls", len(cand_calls))
+        return profile.single_call_floor_ms(cand_calls, base_calls)
 
     def _checked_window(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, command_s: float,
                         first_call: bool = False) -> profile.CallTimes:

@@ -10,6 +10,7 @@ import pytest
 from evo_fsr.tasks import get_task
 from evo_fsr.types import Candidate, Status
 from evo_fsr.verdict.evaluate import EvalConfig, Evaluator
+from evo_fsr.verdict.profile import SINGLE_WINDOWS
 
 from . import kernels
 
@@ -31,8 +32,10 @@ def evaluator():
 @pytest.fixture(scope="module")
 def batched(evaluator):
     """Short calls timed several to a window (the fake device's ~20 us relu against a window
-    overhead of hundreds of us)."""
-    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, batch_max=4, min_windows=3))
+    overhead of hundreds of us).  The fake device's speed-of-light floor is a CPU copy's, which
+    says nothing of launch-bound calls: no shape is kept out of batches for it here."""
+    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, batch_max=4, min_windows=3,
+                                                       fusable_floor_ms=0.0))
     yield ev
     ev.close()
 
@@ -45,6 +48,7 @@ def test_short_kernels_are_timed_in_batches_and_every_call_is_checked(batched):
     counters = dict(result.counters)
     rounds = 1 + counters["retimed_shapes"]         # a round charged by CPU noise is timed again
     assert counters["timed_calls"] == 12 * rounds   # 3 windows of 4 a round
+    assert counters["single_calls"] == SINGLE_WINDOWS    # and the single-call floor's windows, checked
     assert result.timings[0].trials == (24 if counters["charged_shapes"] else 12)
 
 
@@ -65,6 +69,7 @@ def test_honest_kernel_is_ok_with_no_false_speedup(evaluator):
     assert 0.1 < result.geomean_speedup < 10.0
     counters = dict(result.counters)
     assert counters["timed_calls"] == 6 * (1 + counters["retimed_shapes"])
+    assert "single_calls" not in counters               # one call a window: no floor to take
     assert counters["validation_launches"] >= len(evaluator.task.validation)
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from evo_fsr.verdict import gpu as gpu_module
-from evo_fsr.verdict.profile import (FUSABLE_FLOOR_MS, CallTimes, Calibration, batch_size, charged, credited_ms, memory_roof_gbps,
+from evo_fsr.verdict.profile import (FUSABLE_FLOOR_MS, SINGLE_WINDOWS, CallTimes, Calibration, batch_size,
+                                     charged, credited_ms, memory_roof_gbps, single_call_floor_ms,
                                      speed_of_light_ms, summarise, time_shape)
 from evo_fsr.tasks import PRECISION_POLICIES
 from evo_fsr.types import EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
@@ -482,3 +483,47 @@ def test_the_window_ratio_floor_only_ever_raises_the_credit() -> None:
     shape = summarise("s", timed.candidate, timed.baseline, timed.calibration, 0.5, 0.001, strict=True)
     assert shape.median_ms == pytest.approx(credited_ms(timed.candidate, timed.calibration, strict=True))
     assert shape.median_ms > 0.45
+
+
+def _single(event: float, overhead: float, jitter: tuple[float, ...] = (0.0,)) -> list[CallTimes]:
+    """Single-call windows: ``event`` reported, the window ``overhead`` above it (plus jitter)."""
+    return [CallTimes(event, event, event, event + overhead + jitter[i % len(jitter)])
+            for i in range(SINGLE_WINDOWS)]
+
+
+def _batch(per_call: float, k: int = 8, overhead: float = 0.3, n: int = 8) -> list[CallTimes]:
+    return [CallTimes(per_call * k, per_call * k, per_call * k, per_call * k + overhead, calls=k) for _ in range(n)]
+
+
+def test_calls_fused_across_a_batch_are_credited_a_single_call() -> None:
+    """A kernel that computes a batch's eight calls in its first launch reports (and runs) 0.25 ms
+    for the window: 0.031 ms a call.  Alone, a call costs it 0.25 ms, which single-call windows
+    show; the credit does not go under their estimate (less its allowance)."""
+    fused, base = _batch(0.25 / 8), _batch(0.5)
+    calibration = Calibration.of(base)
+    single = single_call_floor_ms(_single(0.25, 0.4, (0.0, 0.01, -0.01)), _single(0.5, 0.4, (0.0, 0.01, -0.01)))
+    assert 0.2 < single < 0.25
+    unguarded = summarise("s", fused, base, calibration, baseline_clean_ms=0.5, floor_ms=0.001)
+    guarded = summarise("s", fused, base, calibration, baseline_clean_ms=0.5, floor_ms=0.001, single_floor_ms=single)
+    assert unguarded.speedup == pytest.approx(16.0)
+    assert guarded.median_ms == pytest.approx(single) and guarded.speedup < 2.5
+
+
+def test_the_single_call_floor_leaves_an_honest_batch_alone() -> None:
+    """An honest kernel's single call costs what one of its batch does: the floor, an estimate
+    less two standard errors and 5 %, stays under its credit."""
+    honest, base = _batch(0.07), _batch(0.14)
+    jitter = (0.0, 0.012, -0.008, 0.005)
+    single = single_call_floor_ms(_single(0.07, 0.4, jitter), _single(0.14, 0.4, jitter))
+    timing = summarise("s", honest, base, Calibration.of(base), 0.14, 0.001, single_floor_ms=single)
+    assert single < 0.07 and timing.median_ms == pytest.approx(0.07)
+
+
+def test_slowing_the_baselines_single_windows_only_lowers_the_floor() -> None:
+    """The baseline's window is subtracted: a candidate that slows it lowers its own floor,
+    which ``max`` then ignores (it can never raise a candidate's credit that way)."""
+    cand = _single(0.25, 0.4)
+    assert single_call_floor_ms(cand, _single(0.5, 0.6)) < single_call_floor_ms(cand, _single(0.5, 0.4))
+    assert single_call_floor_ms(cand, []) == 0.0
+    with pytest.raises(ValueError):
+        single_call_floor_ms(_batch(0.1), _single(0.5, 0.4))
