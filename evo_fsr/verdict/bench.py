@@ -122,6 +122,21 @@ def interleaving(windows: int, every: int) -> Iterator[tuple[bool, bool]]:
         yield turn and first, turn and not first
 
 
+def interleaved_windows(candidate: Callable[[], CallTimes], baseline: Callable[[], CallTimes], windows: int,
+                        every: int) -> tuple[list[CallTimes], list[CallTimes]]:
+    """``windows`` windows of ``candidate`` (the candidate's, or the twin's in its place) with one
+    of ``baseline`` every ``every``, before and after alternately (``interleaving``)."""
+    cand_calls: list[CallTimes] = []
+    base_calls: list[CallTimes] = []
+    for before, after in interleaving(windows, every):
+        if before:
+            base_calls.append(baseline())
+        cand_calls.append(candidate())
+        if after:
+            base_calls.append(baseline())
+    return cand_calls, base_calls
+
+
 def call_error(reply: dict[str, Any]) -> str | None:
     """What went wrong in a call reply, or None."""
     if "error" in reply:
@@ -295,15 +310,8 @@ class Workbench:
         base = self.attach_baseline(*bench.baseline_slots[:k])
         self._twin_window(twin, bench, timeout_s)
         self.baseline_window(base, bench, timeout_s)
-        twins: list[CallTimes] = []
-        bases: list[CallTimes] = []
-        for before, after in interleaving(calls, every):
-            if before:
-                bases.append(self.baseline_window(base, bench, timeout_s))
-            twins.append(self._twin_window(twin, bench, timeout_s))
-            if after:
-                bases.append(self.baseline_window(base, bench, timeout_s))
-        return twins, bases
+        return interleaved_windows(lambda: self._twin_window(twin, bench, timeout_s),
+                                   lambda: self.baseline_window(base, bench, timeout_s), calls, every)
 
     def _twin_window(self, twin: RunnerProcess, bench: ShapeBench, timeout_s: float) -> CallTimes:
         slots = bench.candidate_slots[:max(1, bench.batch)]

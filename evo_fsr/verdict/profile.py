@@ -281,9 +281,7 @@ def single_call_floor_ms(candidate: Sequence[CallTimes], baseline: Sequence[Call
         return 0.0
     if any(c.calls != 1 for c in [*candidate, *baseline]):
         raise ValueError("single-call windows hold one call")
-    overheads = [c.window_ms - c.event_ms for c in baseline]
-    quartiles = statistics.quantiles(overheads, n=4) if len(overheads) >= 2 else [overheads[0]] * 3
-    spread = max(0.0, quartiles[2] - quartiles[0]) / 1.349
+    spread = Calibration.of(baseline).spread_ms
     error = 1.2533 * spread * math.sqrt(1.0 / len(candidate) + 1.0 / len(baseline))
     estimate = (statistics.median(c.window_ms for c in candidate) - statistics.median(c.window_ms for c in baseline)
                 + statistics.median(c.event_ms for c in baseline))

@@ -30,7 +30,7 @@ from ..runner.libraries import MapsJudge, MapsUnreadable, mapped_files
 from ..tasks import Shape
 from ..types import GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
 from . import profile
-from .bench import Workbench, call_error, interleaving, timed_batch
+from .bench import Workbench, call_error, interleaved_windows, timed_batch
 from .inputs import make_case, reference
 from .validate import check_call, check_outputs
 
@@ -288,15 +288,10 @@ class Session:
         every ``baseline_every`` (before or after, alternately; the calibration's twin is timed
         in the same pattern, bench.calibration_round)."""
         cfg = self.cfg
-        cand_calls: list[profile.CallTimes] = []
-        base_calls: list[profile.CallTimes] = []
         with self.stages.stage("timing"):
-            for before, after in interleaving(windows, cfg.baseline_every):
-                if before:
-                    base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s))
-                cand_calls.append(self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s))
-                if after:
-                    base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s))
+            cand_calls, base_calls = interleaved_windows(
+                lambda: self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s),
+                lambda: self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s), windows, cfg.baseline_every)
         self.stages.count("timed_calls", len(cand_calls) * len(slots))
         self.stages.seconds["timed_gpu"] = self.stages.seconds.get("timed_gpu", 0.0) + sum(
             c.event_all_ms for c in cand_calls + base_calls) / 1e3
@@ -306,16 +301,11 @@ class Session:
         """A batched shape's single-call windows (``profile.SINGLE_WINDOWS`` of the candidate's,
         each checked, and as many of the baseline's, alternately first) and the floor they put
         under its credit (``profile.single_call_floor_ms``: calls fused across a batch)."""
-        cfg = self.cfg
-        cand_calls: list[profile.CallTimes] = []
-        base_calls: list[profile.CallTimes] = []
+        timeout_s = self.cfg.benchmark_timeout_s
         with self.stages.stage("timing_single"):
-            for i in range(profile.SINGLE_WINDOWS):
-                if i % 2 == 0:
-                    base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s, calls=1))
-                cand_calls.append(self._checked_window(sb, [slot], shape, xp, cfg.benchmark_timeout_s))
-                if i % 2 == 1:
-                    base_calls.append(self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s, calls=1))
+            cand_calls, base_calls = interleaved_windows(
+                lambda: self._checked_window(sb, [slot], shape, xp, timeout_s),
+                lambda: self.bench.baseline_window(baseline, sb, timeout_s, calls=1), profile.SINGLE_WINDOWS, 1)
         self.stages.count("single_calls", len(cand_calls))
         return profile.single_call_floor_ms(cand_calls, base_calls)
 
