@@ -35,14 +35,15 @@ case "${1:-tests}" in
 tests)
     # seven groups at once (correctness only; one after another they pass the 600 s a device call
     # may run; the family-B tests, mostly nvcc, took 393 s and 522 s as two groups on an H100 in
-    # the seventeenth session, so they run as four); a fault in one group leaves the others' CUDA
-    # contexts alone
-    step "evaluator, edges, families, distributions, fused checks, export, LLM (7 groups in parallel)"
+    # the seventeenth session, so they ran as four; the single-call windows of the twenty-first
+    # brought the slowest of those to 517 s, so they run as six); a fault in one group leaves the
+    # others' CUDA contexts alone
+    step "evaluator, edges, families, distributions, fused checks, export, LLM (9 groups in parallel)"
     timeout 540 $P tests/gpu/test_evaluator_gpu.py tests/gpu/test_edges_gpu.py > "$out/t_eval.log" 2>&1 &
     timeout 540 $P tests/gpu/test_families_a_gpu.py tests/gpu/test_export_gpu.py > "$out/t_families_a.log" 2>&1 &
-    for half in 1 2; do
-        FAMILY_SHARD=$half/2 timeout 540 $P tests/gpu/test_families_b_gpu.py -k validates > "$out/t_families_b_v$half.log" 2>&1 &
-        FAMILY_SHARD=$half/2 timeout 540 $P tests/gpu/test_families_b_gpu.py -k aligned > "$out/t_families_b_a$half.log" 2>&1 &
+    for third in 1 2 3; do
+        FAMILY_SHARD=$third/3 timeout 540 $P tests/gpu/test_families_b_gpu.py -k validates > "$out/t_families_b_v$third.log" 2>&1 &
+        FAMILY_SHARD=$third/3 timeout 540 $P tests/gpu/test_families_b_gpu.py -k aligned > "$out/t_families_b_a$third.log" 2>&1 &
     done
     timeout 540 $P -s tests/gpu/test_distributions_gpu.py tests/gpu/test_fused_checks_gpu.py tests/gpu/test_llm_gpu.py \
         > "$out/t_dist_llm.log" 2>&1 &

@@ -242,8 +242,8 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         {"RADIX_BITS": "4", "THREADS": "512", "ITEMS": "8", "BLOCKS_PER_SM": "4", "SMALL_N": "8192", "PDL": "1"},
     ],
 }
-# FAMILY_SHARD=i/n keeps every n-th case from the i-th (scripts/gpu_checks.sh runs each test in two
-# processes: one took 522 s of its 540 s on an H100 in the seventeenth session, mostly nvcc)
+# FAMILY_SHARD=i/n keeps every n-th case from the i-th (scripts/gpu_checks.sh runs each test in three
+# processes: as two, one took 517 s of its 540 s on an H100 in the twenty-first session, mostly nvcc)
 CASES = shard([(task, seed, i) for (task, seed), combos in COMBOS.items() for i in range(len(combos) + 1)],
               "FAMILY_SHARD")
 
