@@ -75,7 +75,7 @@ sweep)
     grep -E "^(FAILED|ERROR)" "$out/sweep_$half.log" | head -n 20; tail -n 1 "$out/sweep_$half.log"
     ;;
 adversarial)
-    step "suite v2"; timeout 380 $P -s tests/adversarial/test_adversarial_v2_gpu.py > "$out/adv2.log" 2>&1
+    step "suite v2"; timeout 420 $P -s tests/adversarial/test_adversarial_v2_gpu.py > "$out/adv2.log" 2>&1
     grep -A70 "verdicts:" "$out/adv2.log" | grep -v "^\.\|^$" | head -n 70; tail -n 4 "$out/adv2.log"
     step "suite v1"; timeout 240 $P tests/adversarial/test_adversarial_gpu.py > "$out/adv1.log" 2>&1; tail -n 6 "$out/adv1.log"
     step "calls fused across a batch: a launch-bound shape (timed singly) and the open residual (xfail)"

@@ -57,6 +57,7 @@ class SuiteV2:
                     start = time.perf_counter()
                     self.results[case.name] = ev.evaluate(Candidate(task=task, source=case.source, label=case.name))
                     self.seconds[case.name] = time.perf_counter() - start
+                    print(self.line(case), flush=True)      # as it goes: a suite cut by a time limit still tells
                     if case.expected == v2.NO_SPEEDUP:
                         key = f"{task}:{case.honest}" if case.honest.startswith("seed:") else f"{task}:{case.name}"
                         if key not in self.honest:
@@ -66,6 +67,11 @@ class SuiteV2:
                 close = getattr(ev, "close", None)
                 if close:
                     close()
+
+    def line(self, c: v2.CaseV2) -> str:
+        result = self.results[c.name]
+        return (f"{c.name:44s} m{c.mechanism} {c.expected:10s} {result.status.value:10s} "
+                f"{str(result.rejection):30s} x{result.geomean_speedup or 0.0:7.2f} {self.seconds[c.name]:6.1f}s")
 
     @staticmethod
     def _honest(ev: Evaluator, task: str, case: v2.CaseV2) -> EvalResult:
@@ -83,10 +89,9 @@ class SuiteV2:
 def suite() -> SuiteV2:
     s = SuiteV2()
     s.run()
-    lines = [f"{c.name:44s} m{c.mechanism} {c.expected:10s} {s.results[c.name].status.value:10s} "
-             f"{str(s.results[c.name].rejection):30s} x{s.results[c.name].geomean_speedup or 0.0:7.2f} "
-             f"{s.seconds[c.name]:6.1f}s" for c in CASES]
-    print("\n".join(["", "adversarial suite v2 verdicts:"] + lines))
+    honest = {name: f"x{r.geomean_speedup or 0.0:.2f}" for name, r in s.honest.items()}
+    print("\n".join(["", "adversarial suite v2 verdicts:"] + [s.line(c) for c in CASES]
+                    + ["honest equivalents: " + ", ".join(f"{k} {v}" for k, v in sorted(honest.items()))]))
     return s
 
 
