@@ -31,7 +31,7 @@ from ..tasks import Shape, Task
 from . import library
 from .inputs import Slot, TimedInputs, make_case, reference, timed_case
 from .memory import TrustedMemory
-from .profile import FUSABLE_FLOOR_MS, SINGLE_WINDOWS, CallTimes, batch_size
+from .profile import FUSABLE_FLOOR_MS, CallTimes, batch_size
 from .validate import check_call
 
 log = logging.getLogger(__name__)
@@ -44,15 +44,13 @@ CALIBRATION_POOL = 64
 class ShapeBench:
     """One benchmark shape: buffers for the candidate and for the baseline (``batch`` sets of
     each: short kernels are timed several launches to a window), timed inputs, and the
-    baseline's trusted windows (``calibration``), clean median per call and, for a batched
-    shape, clean single-call windows (``single_pool``: profile.single_call_floor_ms)."""
+    baseline's trusted windows (``calibration``) and clean median per call."""
 
     shape: Shape
     candidate_slots: list[Slot]
     baseline_slots: list[Slot]
     inputs: TimedInputs
     calibration: collections.deque = field(default_factory=lambda: collections.deque(maxlen=CALIBRATION_POOL))
-    single_pool: collections.deque = field(default_factory=lambda: collections.deque(maxlen=CALIBRATION_POOL))
     clean_ms: float = 0.0
     clean_at_candidate: int = -1
     library_ms: float = 0.0
@@ -267,8 +265,7 @@ class Workbench:
         0.099 (1.94x "of library" for 1.36x).  The first time, also the shape's batch size
         (``profile.batch_size``: from the window overhead of a few single calls and the library's
         time, else the speed-of-light floor; one call for a launch-bound shape, whose calls could
-        fuse) and its extra buffer sets.  A batched shape also gets its clean single-call windows
-        (``single_round``)."""
+        fuse) and its extra buffer sets."""
         for shape in shapes:
             bench = self.shape_bench(shape)
             if bench.clean_at_candidate >= 0 and self.candidates - bench.clean_at_candidate < self.clean_refresh:
@@ -288,8 +285,6 @@ class Workbench:
             if self.measure_library:
                 bench.library_ms = lower_positive(bench.library_ms, self._library_ms(bench))
             bench.calibration.extend(twin)
-            if bench.batch > 1:
-                bench.single_pool.extend(self.single_round(bench, timeout_s))
             bench.clean_ms = statistics.median(t.event_ms for t in twin + base) / twin[0].calls
             bench.clean_at_candidate = self.candidates
 
@@ -318,21 +313,8 @@ class Workbench:
         return interleaved_windows(lambda: self._twin_window(twin, bench, timeout_s),
                                    lambda: self.baseline_window(base, bench, timeout_s), calls, every)
 
-    def single_round(self, bench: ShapeBench, timeout_s: float) -> list[CallTimes]:
-        """The baseline's single-call windows taken as a candidate's are (session.py: one call a
-        window, the baseline's alternating with the candidate role's), the twin in that role:
-        ``SINGLE_WINDOWS`` of the baseline's, after a warm-up window of each.  A candidate's
-        single-call floor subtracts the lower median of these and its own interleaved ones, so
-        work it leaves on the GPU to slow the baseline's windows cannot lower its floor."""
-        twin = self._attach("twin", (bench.candidate_slot,))
-        base = self.attach_baseline(bench.baseline_slot)
-        self._twin_window(twin, bench, timeout_s, calls=1)
-        self.baseline_window(base, bench, timeout_s, calls=1)
-        return interleaved_windows(lambda: self._twin_window(twin, bench, timeout_s, calls=1),
-                                   lambda: self.baseline_window(base, bench, timeout_s, calls=1), SINGLE_WINDOWS, 1)[1]
-
-    def _twin_window(self, twin: RunnerProcess, bench: ShapeBench, timeout_s: float, calls: int = 0) -> CallTimes:
-        slots = bench.candidate_slots[:calls or max(1, bench.batch)]
+    def _twin_window(self, twin: RunnerProcess, bench: ShapeBench, timeout_s: float) -> CallTimes:
+        slots = bench.candidate_slots[:max(1, bench.batch)]
         inputs = [bench.inputs.next() for _ in slots]
         reply, call, captured = timed_batch(twin, slots, "baseline", inputs, timeout_s)
         if call is None or captured is None:

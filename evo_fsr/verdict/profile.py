@@ -267,35 +267,23 @@ SINGLE_FLOOR_STANDARD_ERRORS = 2.0
 SINGLE_FLOOR_SHARE = 0.95
 
 
-def single_call_floor_ms(candidate: Sequence[CallTimes], baseline: Sequence[CallTimes],
-                         clean: Sequence[CallTimes] = ()) -> float:
+def single_call_floor_ms(candidate: Sequence[CallTimes], baseline: Sequence[CallTimes]) -> float:
     """The least a batched shape is credited per call: what single-call windows prove a call of
     the candidate costs.  A kernel that fuses a batch's k calls into its first launch (SECURITY.md)
     pays for one call in a window of one, so its batch credit (fused / k) is undone here.  The
-    estimate is the candidate's single window less the baseline's, plus the baseline's own call
-    (its events: the trusted runner's), less ``SINGLE_FLOOR_STANDARD_ERRORS`` standard errors,
-    times ``SINGLE_FLOOR_SHARE``.
-
-    The baseline's single windows are those taken interleaved with the candidate's (``baseline``)
-    and, where the shape has them, those taken the same way while no candidate code was loaded
-    (``clean``: the twin runner of the naive seed in the candidate's role, bench.py); the lower
-    median of the two is subtracted, and the spread is the clean windows' alone.  A candidate
-    alternates with the baseline here, so work it leaves on the GPU after a call (a host thread
-    launching after the reply) runs into the baseline's next window: that raised the interleaved
-    median, and with it lowered the floor back towards the fused credit; slowing a few of them
-    widened the spread, and so the allowance.  Neither moves the clean windows.  Everything here
-    is combined with ``max``: a lower floor is ignored, never rewarded."""
+    estimate is the candidate's single window less the baseline's taken interleaved, plus the
+    baseline's own call (its events: the trusted runner's), less ``SINGLE_FLOOR_STANDARD_ERRORS``
+    standard errors (the baseline's spread of window minus events), times ``SINGLE_FLOOR_SHARE``.
+    The baseline's runner, called one window in two here, carries at least the candidate's
+    overhead, so the estimate errs low; a candidate that slows the baseline's windows only lowers
+    it, and it is combined with ``max``."""
     if not candidate or not baseline:
         return 0.0
-    if any(c.calls != 1 for c in [*candidate, *baseline, *clean]):
+    if any(c.calls != 1 for c in [*candidate, *baseline]):
         raise ValueError("single-call windows hold one call")
-    base_window_ms = statistics.median(c.window_ms for c in baseline)
-    if clean:
-        base_window_ms = min(base_window_ms, statistics.median(c.window_ms for c in clean))
-    trusted = clean or baseline
-    spread = Calibration.of(trusted).spread_ms
-    error = 1.2533 * spread * math.sqrt(1.0 / len(candidate) + 1.0 / len(trusted))
-    estimate = (statistics.median(c.window_ms for c in candidate) - base_window_ms
+    spread = Calibration.of(baseline).spread_ms
+    error = 1.2533 * spread * math.sqrt(1.0 / len(candidate) + 1.0 / len(baseline))
+    estimate = (statistics.median(c.window_ms for c in candidate) - statistics.median(c.window_ms for c in baseline)
                 + statistics.median(c.event_ms for c in baseline))
     return max(0.0, SINGLE_FLOOR_SHARE * (estimate - SINGLE_FLOOR_STANDARD_ERRORS * error))
 

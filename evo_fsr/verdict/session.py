@@ -300,15 +300,14 @@ class Session:
     def _single_call_floor(self, sb: Any, slot: Any, shape: Shape, xp: Any, baseline: RunnerProcess) -> float:
         """A batched shape's single-call windows (``profile.SINGLE_WINDOWS`` of the candidate's,
         each checked, and as many of the baseline's, alternately first) and the floor they put
-        under its credit (``profile.single_call_floor_ms``: calls fused across a batch), against
-        the clean single-call windows too (``ShapeBench.single_pool``, bench.single_round)."""
+        under its credit (``profile.single_call_floor_ms``: calls fused across a batch)."""
         timeout_s = self.cfg.benchmark_timeout_s
         with self.stages.stage("timing_single"):
             cand_calls, base_calls = interleaved_windows(
                 lambda: self._checked_window(sb, [slot], shape, xp, timeout_s),
                 lambda: self.bench.baseline_window(baseline, sb, timeout_s, calls=1), profile.SINGLE_WINDOWS, 1)
         self.stages.count("single_calls", len(cand_calls))
-        return profile.single_call_floor_ms(cand_calls, base_calls, tuple(sb.single_pool))
+        return profile.single_call_floor_ms(cand_calls, base_calls)
 
     def _checked_window(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, command_s: float,
                         first_call: bool = False) -> profile.CallTimes:

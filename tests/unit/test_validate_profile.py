@@ -519,38 +519,6 @@ def test_the_single_call_floor_leaves_an_honest_batch_alone() -> None:
     assert single < 0.07 and timing.median_ms == pytest.approx(0.07)
 
 
-def test_work_left_to_slow_the_baselines_single_windows_does_not_lower_the_floor() -> None:
-    """A fusing kernel that leaves work on the GPU after its single calls (a host thread launching
-    after the reply) slows the baseline's interleaved single windows, raising their median and
-    their spread.  The clean single windows, taken before any candidate code was loaded, bound
-    both: the floor is what it would be with untouched baseline windows."""
-    cand = _single(0.25, 0.4, (0.0, 0.01, -0.01))
-    clean = _single(0.5, 0.4, (0.0, 0.01, -0.01))
-    honest_floor = single_call_floor_ms(cand, clean)
-    slowed = _single(0.5, 0.65, (0.0, 0.2, -0.1, 0.3))
-    assert single_call_floor_ms(cand, slowed) < 0.5 * honest_floor          # the gap, without the clean windows
-    assert single_call_floor_ms(cand, slowed, clean) == pytest.approx(honest_floor, rel=0.02)
-    fused, base = _batch(0.25 / 8), _batch(0.5)
-    timing = summarise("s", fused, base, Calibration.of(base), 0.5, 0.001,
-                       single_floor_ms=single_call_floor_ms(cand, slowed, clean))
-    assert timing.speedup < 2.5
-
-
-def test_clean_single_windows_above_the_interleaved_ones_change_nothing() -> None:
-    """The lower median of the two is subtracted: clean windows taken on a slower GPU (drift)
-    cannot raise an honest kernel's floor above its credit, and the interleaved ones decide."""
-    jitter = (0.0, 0.012, -0.008, 0.005)
-    cand, base = _single(0.07, 0.4, jitter), _single(0.14, 0.4, jitter)
-    assert single_call_floor_ms(cand, base, _single(0.14, 0.45, jitter)) == pytest.approx(
-        single_call_floor_ms(cand, base))
-    honest = _batch(0.07)
-    timing = summarise("s", honest, _batch(0.14), Calibration.of(_batch(0.14)), 0.14, 0.001,
-                       single_floor_ms=single_call_floor_ms(cand, base, _single(0.14, 0.39, jitter)))
-    assert timing.median_ms == pytest.approx(0.07)
-    with pytest.raises(ValueError):
-        single_call_floor_ms(cand, base, _batch(0.14))
-
-
 def test_slowing_the_baselines_single_windows_only_lowers_the_floor() -> None:
     """The baseline's window is subtracted: a candidate that slows it lowers its own floor,
     which ``max`` then ignores (it can never raise a candidate's credit that way)."""
