@@ -33,7 +33,7 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 nvidia-smi -L
 case "${1:-tests}" in
 tests)
-    # seven groups at once (correctness only; one after another they pass the 600 s a device call
+    # nine groups at once (correctness only; one after another they pass the 600 s a device call
     # may run; the family-B tests, mostly nvcc, took 393 s and 522 s as two groups on an H100 in
     # the seventeenth session, so they ran as four; the single-call windows of the twenty-first
     # brought the slowest of those to 517 s, so they run as six); a fault in one group leaves the
