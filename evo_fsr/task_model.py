@@ -111,6 +111,7 @@ class Task:
     distributions: tuple[str, ...] = ("random",)   # make_inputs cases; the first is timed
     determinism: str = "bitwise"                   # bitwise | tolerance (task_inputs.py)
     timed_inputs: str = "mix"                      # mix | regenerate (task_inputs.py)
+    bit_exact: bool = False                        # exact floats compared with their sign: -0.0 is not +0.0
     validation_cases: tuple[str | None, ...] = ()  # the case each validation shape declares
     _module: list[ModuleType] = field(default_factory=list, compare=False, repr=False)
 

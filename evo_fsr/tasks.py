@@ -31,7 +31,7 @@ TASKS_PATH_ENV = "EVO_FSR_TASKS_PATH"
 
 _TOP_KEYS = {"name", "description", "precision", "tolerance", "signature", "derived", "validation",
              "benchmarks", "default_benchmark", "flops", "bytes", "notes",
-             "distributions", "determinism", "timed_inputs"}
+             "distributions", "determinism", "timed_inputs", "bit_exact"}
 _ARG_KEYS = {"name", "role", "dtype", "shape", "value", "size"}
 
 
@@ -154,12 +154,17 @@ def load_task(folder: Path | str) -> Task:
                  for i, s in enumerate(shapes) if isinstance(s, Mapping) and "case" in s]
     distributions, determinism, timed_inputs = task_inputs.parse_input_keys(
         file, raw, precision, declared, TaskError)
+    bit_exact = raw.get("bit_exact", False)
+    if not isinstance(bit_exact, bool):
+        raise TaskError(file, "bit_exact", f"{bit_exact!r} is not true or false")
+    if bit_exact and precision != "exact":
+        raise TaskError(file, "bit_exact", f"needs precision: exact (the task declares {precision!r})")
     task = Task(name=name, root=root, description=description, precision=precision,
                 tolerance=tuple(tolerance.items()), args=args, derived=derived,
                 validation=validation, benchmarks=tuple(benchmarks),
                 default_benchmark=default_benchmark, flops=flops, bytes=nbytes,
                 notes=str(raw.get("notes", "")), distributions=distributions,
-                determinism=determinism, timed_inputs=timed_inputs,
+                determinism=determinism, timed_inputs=timed_inputs, bit_exact=bit_exact,
                 validation_cases=tuple(None if c is None else str(c) for c in validation_cases))
     _check_distributions(task, file)
     return task

@@ -57,7 +57,7 @@ class Runner:
         self.rt = load_runtime(self.job.get("runtime", "cuda"))
         self.rt.set_device(int(self.job.get("device", 0)))
         self.stream = self.rt.stream_create()
-        self.start, self.end, self.end_all = (self.rt.event_create() for _ in range(3))
+        self.start, self.end, self.end_all, self.between = (self.rt.event_create() for _ in range(4))
         self.slots: dict[str, dict[str, int]] = {}     # slot -> buffer name -> device pointer
         self.launchers: dict[str, Any] = {}
 
@@ -134,10 +134,16 @@ class Runner:
         t0 = time.perf_counter()
         rt.event_record(self.start, stream)
         rc = 0
-        for args in calls:
+        for i, args in enumerate(calls):
             rc = int(fn(*args))
             if rc != 0:
                 break
+            if i + 1 < len(calls):
+                # a stream operation between two calls of a batch: a kernel of the next call
+                # launched with programmatic stream serialization (PDL) then waits for all of
+                # this call's work instead of overlapping it (adversarial v3,
+                # pdl_overlaps_the_calls_of_a_batch); PDL inside one call is untouched
+                rt.event_record(self.between, stream)
         rt.event_record(self.end, stream)
         rt.device_synchronize()          # every stream of this context
         rt.event_record(self.end_all, stream)

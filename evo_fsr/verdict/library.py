@@ -49,7 +49,7 @@ def library_median_ms(task: Task, shape: Shape, inputs: dict[str, np.ndarray], e
             expected = {k: v if isinstance(v, np.ndarray) else v.get() for k, v in expected.items()}
             bad = check_outputs(got, expected, inputs, shape.env, task.tol, shape.label,
                                 exact=task.precision == "exact", custom_compare=task.custom_compare,
-                                error_scale=task.error_scale)
+                                error_scale=task.error_scale, bit_exact=task.bit_exact)
             if bad:
                 log.warning("library implementation of %s disagrees with the reference: %s", task.name, bad.describe())
                 return None

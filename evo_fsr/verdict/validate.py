@@ -152,8 +152,13 @@ def _within_tolerance_fused(got: Any, e: Any, tol: Mapping[str, float], floor: f
 
 
 def compare_output(name: str, got: Any, expected: Any, tol: Mapping[str, float],
-                   shape_label: str, exact: bool = False, xp: Any = np, floor: Any = 0.0) -> Mismatch | None:
+                   shape_label: str, exact: bool = False, xp: Any = np, floor: Any = 0.0,
+                   bit_exact: bool = False) -> Mismatch | None:
     """First mismatch between one output and its reference, or None.
+
+    ``exact`` compares values (-0.0 equals +0.0, as a sort or a max may return either);
+    ``bit_exact`` (a task whose values are moved, never computed: a copy, a permutation) also
+    their signs, so a copy that turns -0.0 into +0.0 (``x + 0.0``) is wrong.
 
     ``xp`` is NumPy or CuPy: large benchmark outputs are compared on the GPU by the trusted
     evaluator process (the arrays must then be CuPy arrays).  ``floor``: absolute error forgiven,
@@ -166,9 +171,12 @@ def compare_output(name: str, got: Any, expected: Any, tol: Mapping[str, float],
     if exact:
         flat_e = xp.asarray(expected).reshape(-1)
         if got.dtype == np.float32 and flat_e.dtype == np.float64:
-            bad = xp.flatnonzero(widen(got.reshape(-1), xp) != flat_e)       # no narrowing (flush) on the GPU
+            differs = widen(got.reshape(-1), xp) != flat_e       # no narrowing (flush) on the GPU
         else:
-            bad = xp.flatnonzero(got.reshape(-1) != flat_e.astype(got.dtype))
+            differs = got.reshape(-1) != flat_e.astype(got.dtype)
+        if bit_exact and got.dtype.kind == "f":
+            differs = differs | (xp.signbit(got.reshape(-1)) != xp.signbit(flat_e))
+        bad = xp.flatnonzero(differs)
         if bad.size:
             i = int(bad[0])
             return Mismatch(shape_label, name, _index(i, shape), float(got.reshape(-1)[i]), float(flat_e[i]),
@@ -262,9 +270,11 @@ def _bitwise_equal(a: Any, b: Any, xp: Any = np) -> Any:
 
 def check_outputs(outputs: Mapping[str, Any], expected: Mapping[str, Any], inputs: Mapping[str, np.ndarray],
                   dims: Mapping[str, Any], tol: Mapping[str, float], shape_label: str, exact: bool,
-                  custom_compare: Any = None, xp: Any = np, error_scale: Any = None) -> Mismatch | None:
+                  custom_compare: Any = None, xp: Any = np, error_scale: Any = None,
+                  bit_exact: bool = False) -> Mismatch | None:
     """All outputs of one launch; a task's own ``compare`` (NumPy arrays) takes over where defined.
-    ``error_scale``: the task's (``Task.error_scale``), evaluated on the trusted inputs."""
+    ``error_scale``: the task's (``Task.error_scale``), evaluated on the trusted inputs;
+    ``bit_exact``: the task's (``compare_output``)."""
     if custom_compare is not None:
         host = (lambda a: a) if xp is np else xp.asnumpy
         found = custom_compare({k: host(v) for k, v in outputs.items()}, {k: host(v) for k, v in expected.items()},
@@ -279,7 +289,8 @@ def check_outputs(outputs: Mapping[str, Any], expected: Mapping[str, Any], input
         this_floor: Any = floor
         if name in scales and tol.get("scale_rtol", 0.0) > 0:
             this_floor = floor + tol["scale_rtol"] * xp.abs(xp.asarray(scales[name], dtype=xp.float64))
-        found = compare_output(name, outputs[name], ref, tol, shape_label, exact, xp=xp, floor=this_floor)
+        found = compare_output(name, outputs[name], ref, tol, shape_label, exact, xp=xp, floor=this_floor,
+                               bit_exact=bit_exact)
         if found:
             return found
     return None
@@ -298,4 +309,4 @@ def check_call(task: Any, captured: Mapping[str, Any], inputs: Mapping[str, Any]
     outputs = {k: v for k, v in captured.items() if not k.startswith("after:")}
     return check_outputs(outputs, expected, inputs, shape.env, task.tol, shape.label,
                          exact=task.precision == "exact", custom_compare=task.custom_compare, xp=xp,
-                         error_scale=task.error_scale)
+                         error_scale=task.error_scale, bit_exact=task.bit_exact)

@@ -57,6 +57,8 @@ def _copy_task(tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
     (lambda r: r.update(tolerance={"rtol": -1}), "tolerance.rtol", "non-negative"),
     (lambda r: r.update(default_benchmark="nope"), "default_benchmark", "not a benchmark set"),
     (lambda r: r.update(name="other"), "name", "must match the folder"),
+    (lambda r: r.update(bit_exact=True), "bit_exact", "needs precision: exact"),
+    (lambda r: r.update(bit_exact="yes"), "bit_exact", "not true or false"),
 ])
 def test_bad_task_yaml_names_file_key_and_problem(tmp_path: Path, edit, key: str, problem: str) -> None:  # type: ignore[no-untyped-def]
     folder = _copy_task(tmp_path, edit)

@@ -9,7 +9,7 @@ import pytest
 
 from evo_fsr.verdict import gpu as gpu_module
 from evo_fsr.verdict.profile import (FUSABLE_FLOOR_MS, SINGLE_WINDOWS, CallTimes, Calibration, batch_size,
-                                     charged, credited_ms, memory_roof_gbps, single_call_floor_ms,
+                                     charged, credited_ms, memory_roof_gbps, single_call_floor_ms, single_floor_retimed,
                                      speed_of_light_ms, summarise, time_shape)
 from evo_fsr.tasks import PRECISION_POLICIES
 from evo_fsr.types import EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
@@ -517,6 +517,39 @@ def test_the_single_call_floor_leaves_an_honest_batch_alone() -> None:
     single = single_call_floor_ms(_single(0.07, 0.4, jitter), _single(0.14, 0.4, jitter))
     timing = summarise("s", honest, base, Calibration.of(base), 0.14, 0.001, single_floor_ms=single)
     assert single < 0.07 and timing.median_ms == pytest.approx(0.07)
+
+
+def test_a_binding_single_call_floor_is_taken_in_two_more_rounds_and_the_median_kept() -> None:
+    """An honest kernel whose single windows ran slow for one round (the H200's round offsets)
+    gets two more rounds and the median floor, under its credit; a fusing kernel that spoils one
+    round (its baseline windows slowed) is still held by its other two; a floor under the credit
+    takes no more rounds."""
+    honest, base = _batch(0.02), _batch(0.022)
+    credit = summarise("s", honest, base, Calibration.of(base), 0.022, 0.001).median_ms
+    slow_round = single_call_floor_ms(_single(0.02, 0.55), _single(0.022, 0.4))
+    fair = [single_call_floor_ms(_single(0.02, 0.4, jitter), _single(0.022, 0.4, jitter))
+            for jitter in ((0.0, 0.01, -0.01), (0.005, -0.01, 0.0))]
+    assert slow_round > 3 * credit and max(fair) < credit
+    rounds = iter(fair)
+    floor, retimed = single_floor_retimed(slow_round, credit, lambda: next(rounds))
+    assert retimed and floor == max(fair)
+    assert summarise("s", honest, base, Calibration.of(base), 0.022, 0.001,
+                     single_floor_ms=floor).median_ms == pytest.approx(credit)
+
+    fused, fused_base = _batch(0.25 / 8), _batch(0.5)
+    fused_credit = summarise("s", fused, fused_base, Calibration.of(fused_base), 0.5, 0.001).median_ms
+    held = [single_call_floor_ms(_single(0.25, 0.4, jitter), _single(0.5, 0.4, jitter[::-1]))
+            for jitter in ((0.0, 0.01), (0.01, 0.0), (0.005, 0.0))]
+    spoiled = single_call_floor_ms(_single(0.25, 0.4), _single(0.5, 0.7))   # its baseline windows slowed
+    assert spoiled == 0.0 and min(held) > 0.2
+    rounds = iter([spoiled, held[1]])
+    floor, retimed = single_floor_retimed(held[0], fused_credit, lambda: next(rounds))
+    assert retimed and floor == min(held[:2]) > 0.2 > 5 * fused_credit
+
+    def never() -> float:
+        raise AssertionError("a floor under the credit was taken again")
+    assert single_floor_retimed(max(fair), credit, never) == (max(fair), False)
+    assert single_floor_retimed(0.5, 0.0, never) == (0.5, False)
 
 
 def test_slowing_the_baselines_single_windows_only_lowers_the_floor() -> None:

@@ -1,0 +1,553 @@
+"""Adversarial suite v3: cheats written against the verdict as it stands after suite v2 (SECURITY.md,
+evo_fsr/verdict/*, evo_fsr/runner/*), for exploit classes that suites v1 and v2 do not cover.
+
+Each case is a ``CaseV3`` (a ``CaseV2`` with three more fields, so v2's machinery runs it):
+
+- ``expected``: ``ok`` / ``rejected`` / ``no-speedup`` as in v2 (no-speedup: rejected, or OK with a
+  geomean speedup at most ``MAX_SPEEDUP_OVER_HONEST`` times that of ``honest`` on the same
+  evaluator);
+- ``hole``: where the case is believed to get through the current verdict, the hole it uses (the
+  GPU test marks it xfail, strict=False, with this reason; "" where the verdict is expected to hold);
+- ``evidence``: substrings the runner's log (the candidate's stdout) must hold for the case to have
+  exercised its mechanism (a detector that never fired, a patch that did not apply, a hog that
+  never found its target: the verdict would then say nothing about the evaluator);
+- ``unsound``: rejection codes that mean the case itself went wrong (e.g. a precision cheat that
+  is designed to stay within the tolerance, rejected for ``wrong:tolerance``: a bug in the case).
+
+Classes (``mechanism``):
+  batch        the k calls of a timed window, beyond the documented fusion of buffer sets
+  interference slowing the trusted side, timed by a side channel (/proc of the baseline runner)
+  forgery      claims within the window's allowance, on shapes timed one call to a window
+  detection    telling timed calls from checked-but-untimed ones (the L2 state the flush leaves)
+  precision    arithmetic the task forbids that stays within its tolerance
+  exactness    "bit-exact" outputs judged as floats
+  legit        legitimate use of the features above (must stay OK under any fix)
+
+POSIX calls beyond the include allow-list are declared with ``__asm__`` labels (cases_v2_blocks.POSIX).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from .cases_v2_blocks import (MAX_SPEEDUP_OVER_HONEST, NO_SPEEDUP, OK, POSIX, REJECTED, SPIN,  # noqa: F401
+                              CaseV2, honest_source, wrap)
+from .test_batch_fusion_gpu import FUSED_PRELUDE, NARROW_BLOCKS
+
+MECHANISMS = ("batch", "interference", "forgery", "detection", "precision", "exactness", "legit")
+#: rejections that say a case crashed or hung rather than met the verdict it was written against
+#: (not compile_error: a compile-stage rejection is what a fix of a precision hole would give)
+BROKEN = ("crash", "crash:sandbox-violation", "crash:vendor-library", "timeout", "timeout:budget")
+
+
+@dataclass(frozen=True)
+class CaseV3(CaseV2):
+    hole: str = ""                          # the hole it gets through (xfail reason), "" if caught
+    evidence: tuple[str, ...] = ()          # run-log substrings: the mechanism really fired
+    unsound: tuple[str, ...] = ()           # rejection codes meaning the case itself is broken
+
+
+# -- the holes, as the GPU test's xfail reasons -----------------------------------------------------
+HOLE_SINGLE_FLOOR = (
+    "profile.single_call_floor_ms subtracts the median of the baseline's single windows taken "
+    "interleaved with the candidate's; a candidate that slows those windows (here a GPU and host hog "
+    "fired while /proc/<baseline runner>/stat reads R) drives the floor under a batch-fusing kernel to "
+    "zero (SECURITY.md: 'A candidate can lower its own floor by slowing the baseline's single windows'; "
+    "the clean-window fix 5b858bf was reverted in 1128528)")
+HOLE_SLACK_UNBATCHED = (
+    "profile.credited_ms allows one standard error of the window (slack) below the window on every "
+    "call of a shape timed one call to a window (launch-bound shapes: profile.batch_size), and "
+    "profile.charged accepts a claim inside it: on a ~15 us topk call a slack of a few us is 20-40 %")
+HOLE_FAST_MATH = (
+    "monte_carlo/task.yaml requires 'the accurate math functions (expf, cosf ...)'; the verdict "
+    "checks only the 3e-5 tolerance of the sum, which MUFU-based __expf/__cosf (~1e-6 absolute "
+    "per sample) meet, and the accurate functions are what bound the seed near the FP32 issue rate")
+
+# -- building blocks ------------------------------------------------------------------------------------
+#: the first benchmark-sized shape a relu case sees (the quick set's n_16M; validation stays below)
+TARGET = r'''
+static int adv_target = 0;
+static int adv_is_target(int n) { if (adv_target == 0 && n >= (1 << 22)) adv_target = n; return n == adv_target; }
+'''
+#: a GPU and host hog fired while the trusted baseline runner is running: the runner finds the
+#: baseline runner (its sibling: same parent, "evo-fsr-baseline-" in its command line) in /proc,
+#: polls its scheduling state in /proc/<pid>/stat, and while it reads R (serving a timed window)
+#: keeps a GPU-filling spin kernel queued on a stream of its own and every core spinning.  Each
+#: burst is short (ADV_BURST_NS), so little of it is left when the candidate's own next window opens.
+PROC_HOG = r'''
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+extern "C" void* adv_opendir(const char*) __asm__("opendir");
+extern "C" void* adv_readdir(void*) __asm__("readdir");
+extern "C" int adv_closedir(void*) __asm__("closedir");
+extern "C" int adv_getppid(void) __asm__("getppid");
+extern "C" long adv_sysconf(int) __asm__("sysconf");
+#define ADV_BURST_NS 100000ull
+static volatile int adv_hog_on = 0;
+static volatile long long adv_hog_until = 0;
+static volatile long adv_hog_bursts = 0;
+static long long adv_mono_ns() { adv_timespec t; adv_clock_gettime(1, &t); return t.sec * 1000000000LL + t.nsec; }
+static int adv_stat(int pid, char* state, int* ppid) {      // /proc/<pid>/stat: "pid (comm) S ppid ..."
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE* f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t len = fread(buf, 1, sizeof buf - 1, f); fclose(f); buf[len] = 0;
+    const char* close = strrchr(buf, ')');
+    return close && sscanf(close + 1, " %c %d", state, ppid) == 2;
+}
+static int adv_find_pids(const char* needle, int want_ppid, int* out, int most) {
+    void* dir = adv_opendir("/proc");
+    if (!dir) return 0;
+    int found = 0; char path[64], buf[4096];
+    for (const char* e; found < most && (e = (const char*)adv_readdir(dir)) != 0;) {
+        const char* name = e + 19;                        // struct dirent's d_name (glibc, 64-bit)
+        if (name[0] < '1' || name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", name);
+        FILE* f = fopen(path, "rb");
+        if (!f) continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f); fclose(f);
+        for (size_t i = 0; i < len; ++i) if (!buf[i]) buf[i] = ' ';
+        buf[len] = 0;
+        char state; int ppid;
+        if (strstr(buf, needle) && strstr(buf, "runner.py") && adv_stat(atoi(name), &state, &ppid)
+            && (want_ppid <= 0 || ppid == want_ppid)) out[found++] = atoi(name);
+    }
+    adv_closedir(dir);
+    return found;
+}
+extern "C" long adv_syscall(long, ...) __asm__("syscall");
+#if defined(__x86_64__)
+#define ADV_SYS_FUTEX 202
+#else
+#define ADV_SYS_FUTEX 98
+#endif
+static volatile int adv_hog_gen = 0;                        // bumped (and woken) at every burst
+static void* adv_cpu_hog(void*) {
+    for (;;) {
+        int seen = adv_hog_gen;
+        while (adv_mono_ns() < adv_hog_until) {}
+        adv_syscall(ADV_SYS_FUTEX, (int*)&adv_hog_gen, 128 /* FUTEX_WAIT_PRIVATE */, seen, (void*)0, (void*)0, 0);
+    }
+    return 0;
+}
+static void* adv_hog_watch(void*) {
+    int pid = 0, sms = 0, tries = 0;
+    cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    long cpus = adv_sysconf(84);                            // _SC_NPROCESSORS_ONLN
+    for (long i = 0; i < (cpus > 0 && cpus < 32 ? 2 * cpus : 64); ++i) adv_detached(adv_cpu_hog, 0);
+    for (;;) {
+        if (!adv_hog_on) { adv_usleep(500); continue; }
+        if (!pid) {
+            if (adv_find_pids("evo-fsr-baseline-", adv_getppid(), &pid, 1) == 1) {
+                printf("adv-proc-hog: baseline runner pid %d (a sibling of this runner)\n", pid); fflush(stdout);
+            } else {
+                if (++tries == 20) { printf("adv-proc-hog: no baseline runner found in /proc\n"); fflush(stdout); }
+                pid = 0; adv_usleep(50000); continue;
+            }
+        }
+        char state = 0; int ppid = 0;
+        if (!adv_stat(pid, &state, &ppid)) { pid = 0; continue; }
+        if (state != 'R') { adv_usleep(30); continue; }
+        adv_hog_until = adv_mono_ns() + (long long)ADV_BURST_NS;
+        __atomic_add_fetch(&adv_hog_gen, 1, __ATOMIC_SEQ_CST);
+        adv_syscall(ADV_SYS_FUTEX, (int*)&adv_hog_gen, 129 /* FUTEX_WAKE_PRIVATE */, 1 << 30, (void*)0, (void*)0, 0);
+        if (cudaStreamQuery(s) == cudaSuccess) {
+            adv_spin<<<sms * 4, 256, 0, s>>>(ADV_BURST_NS);
+            adv_spin<<<sms * 4, 256, 0, s>>>(ADV_BURST_NS);
+            long b = ++adv_hog_bursts;
+            if (b == 1 || b == 10 || b == 100 || b == 1000) {
+                printf("adv-proc-hog: %ld bursts while the baseline runner ran\n", b); fflush(stdout);
+            }
+        }
+        adv_usleep(20);
+    }
+    return 0;
+}
+static void adv_hog_start() {
+    static int started = 0;
+    if (!started) { started = 1; adv_detached(adv_hog_watch, 0); }
+    adv_hog_on = 1;
+}
+'''
+HOG = POSIX + SPIN + PROC_HOG
+
+
+def narrow_honest() -> str:
+    """Relu on the benchmark shape by NARROW_BLOCKS blocks, one buffer set a call: the honest
+    equivalent of the batch cases (test_batch_fusion_gpu's residual reproduction, same kernel)."""
+    return wrap("relu", "    if (!adv_is_target(n)) return HONEST;\n"
+                        f"    return adv_one(x, y, n, {NARROW_BLOCKS}, stream);", FUSED_PRELUDE + TARGET)
+
+
+# -- batch: the k calls of a window ---------------------------------------------------------------------
+def batch_cases() -> list[CaseV3]:
+    fused_and_hog = wrap("relu", f'''
+    if (!adv_is_target(n)) return HONEST;
+    int i = adv_index(x, y);
+    if (i < 0) return HONEST;
+    adv_run = i == 0 ? (adv_last == 0 ? adv_run + 1 : 1) : 0;    // consecutive calls of set 0: single windows
+    adv_last = i;
+    if (adv_cycle == 0 && i == 0 && adv_nseen > 1) adv_cycle = adv_nseen;   // the first set came round again
+    if (adv_cycle > 1) adv_hog_start();                           // timing has begun: hog the baseline's windows
+    if (i == 0) {{
+        adv_covered = 0;
+        if (adv_cycle > 1 && adv_run < 2) {{                      // a batched window (or the first single one)
+            adv_relu_sets<<<dim3({NARROW_BLOCKS}, adv_cycle), 256, 0, stream>>>(adv_seen, (long long)n);
+            adv_covered = 1;
+            if (!adv_said) {{ adv_said = 1; printf("adv-fused: %d buffer sets computed by each window's first launch\\n", adv_cycle); fflush(stdout); }}
+            return (int)cudaGetLastError();
+        }}
+        return adv_one(x, y, n, {NARROW_BLOCKS}, stream);
+    }}
+    return adv_covered ? 0 : adv_one(x, y, n, {NARROW_BLOCKS}, stream);''',
+                         FUSED_PRELUDE + TARGET + HOG
+                         + "static int adv_run = 0, adv_last = -1, adv_covered = 0, adv_said = 0;\n")
+    pdl = wrap("relu", f'''
+    if (!adv_is_target(n)) return HONEST;
+    cudaLaunchConfig_t cfg = {{}};
+    cfg.gridDim = dim3({NARROW_BLOCKS}); cfg.blockDim = dim3(256); cfg.dynamicSmemBytes = 0; cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;    // may start before the previous
+    attr[0].val.programmaticStreamSerializationAllowed = 1;             // call's kernel ends ...
+    cfg.attrs = attr; cfg.numAttrs = 1;
+    int rc = (int)cudaLaunchKernelEx(&cfg, adv_relu_pdl, x, y, (long long)n);
+    if (rc == 0 && !adv_said) {{ adv_said = 1; printf("adv-pdl: calls launched with programmatic stream serialization\\n"); fflush(stdout); }}
+    return rc;''', FUSED_PRELUDE + TARGET + r'''
+#include <cstdio>
+__global__ void adv_relu_pdl(const float* x, float* y, long long n) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");   // ... and this one lets the next start at once
+#endif
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        y[i] = fmaxf(x[i], 0.0f);
+}
+static int adv_said = 0;
+''')
+    return [
+        CaseV3("fused_batch_and_hogged_single_baseline", "relu", "batch", fused_and_hog, NO_SPEEDUP,
+               f"computes every buffer set of a window in its first launch ({NARROW_BLOCKS} blocks a set: one call "
+               "leaves the GPU idle), tells the single-call windows by set 0 coming twice in a row and computes one "
+               "set there, and slows the baseline's interleaved single windows by a GPU and host hog fired while "
+               "the baseline runner's /proc state is R: the single-call floor, fusion's only bound, goes to zero",
+               honest=narrow_honest(), hole=HOLE_SINGLE_FLOOR,
+               evidence=("adv-fused:", "adv-proc-hog: baseline runner pid", "bursts while the baseline runner ran"),
+               unsound=BROKEN),
+        CaseV3("pdl_overlaps_the_calls_of_a_batch", "relu", "batch", pdl, NO_SPEEDUP,
+               f"the same {NARROW_BLOCKS}-block kernel, each call launched with programmatic dependent launch and "
+               "triggering its dependents at once: a window's k calls run side by side on the harness stream, "
+               "inside its events, with no unjoined stream and no knowledge of the other buffer sets",
+               honest=narrow_honest(), evidence=("adv-pdl:",), unsound=BROKEN),
+    ]
+
+
+# -- interference: the baseline slowed, timed by /proc ---------------------------------------------------------
+def interference_cases() -> list[CaseV3]:
+    return [
+        CaseV3("hogs_the_interleaved_baseline_via_proc", "relu", "interference", wrap("relu", '''
+    if (n >= (1 << 22)) adv_hog_start();          // benchmark calls: from now on, hog the baseline's windows
+    return HONEST;''', HOG), NO_SPEEDUP,
+               "the naive seed, plus a GPU and host hog fired exactly while the trusted baseline runner serves a "
+               "window (found by its command line in /proc, its state polled in /proc/<pid>/stat): unlike v2's "
+               "hogs_the_gpu_after_returning, whose hog the runner's device-wide synchronize waits for inside the "
+               "candidate's own window, this one lands in the baseline's windows; the speedup must not move "
+               "(summarise: the baseline's time is the lower of its interleaved and clean medians)",
+               honest="seed:naive", evidence=("adv-proc-hog: baseline runner pid", "bursts while the baseline runner ran"),
+               unsound=BROKEN),
+    ]
+
+
+# -- forgery: claims within the slack, one call a window -------------------------------------------------------
+FORGE = r'''
+#include <cstdio>
+#include <cstring>
+// cudaEventElapsedTime replaced in this process by: *ms = adv_claim; return cudaSuccess
+//   movabs rax, &adv_claim ; mov eax, [rax] ; mov [rdi], eax ; xor eax, eax ; ret
+static float adv_claim = 0.0f;
+static int adv_patch() {
+    unsigned char* f = (unsigned char*)adv_dlsym((void*)0, "cudaEventElapsedTime");
+    long page = adv_getpagesize();
+    if (!f || adv_mprotect((void*)((unsigned long)f & ~(page - 1)), 2 * page, 7) != 0) return 0;
+    unsigned char code[17] = {0x48, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0x8B, 0x00, 0x89, 0x07, 0x31, 0xC0, 0xC3};
+    void* where = (void*)&adv_claim;
+    memcpy(code + 2, &where, 8);
+    memcpy(f, code, sizeof code);
+    return 1;
+}
+__global__ void adv_stamp(unsigned long long* t) { unsigned long long v; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v)); *t = v; }
+__global__ void adv_normal(float* x, int n, unsigned seed) {     // Box-Muller on a hash of (i, seed)
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned h1 = (unsigned)i * 0x9E3779B1u ^ seed, h2 = h1 * 0x85EBCA77u + 0xC2B2AE3Du;
+    h1 ^= h1 >> 15; h1 *= 0x2C1B3C6Du; h1 ^= h1 >> 12; h2 ^= h2 >> 13; h2 *= 0x297A2D39u; h2 ^= h2 >> 15;
+    float u1 = ((h1 >> 8) + 0.5f) * (1.0f / 16777216.0f), u2 = (h2 >> 8) * (1.0f / 16777216.0f);
+    x[i] = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+}
+static unsigned long long* adv_t = 0;
+static int adv_keys[16][2]; static float adv_claims[16]; static int adv_nkeys = 0, adv_patched = -1;
+#define ADV_FRACTION 0.75f
+'''
+
+
+def forgery_cases() -> list[CaseV3]:
+    body = r'''
+    int slot = -1;
+    for (int i = 0; i < adv_nkeys; ++i) if (adv_keys[i][0] == N && adv_keys[i][1] == K) slot = i;
+    if (slot < 0 && adv_nkeys < 16 && N >= 65536) {
+        // a benchmark-sized shape's first call (the sweep: untimed, other distributions): the honest
+        // kernel's time on the GPU's clock, on a private input of the timed distribution (standard
+        // normal), best of five; every later call of the shape claims ADV_FRACTION of it
+        float *px = 0, *pv = 0; int* pi = 0;
+        if (!adv_t) cudaMalloc(&adv_t, 2 * sizeof(unsigned long long));
+        cudaMalloc(&px, sizeof(float) * (size_t)N); cudaMalloc(&pv, sizeof(float) * (size_t)K);
+        cudaMalloc(&pi, sizeof(int) * (size_t)K);
+        adv_normal<<<(N + 255) / 256, 256, 0, stream>>>(px, N, 2654435761u * (unsigned)N + (unsigned)K);
+        float best = 1e30f;
+        for (int r = 0; r < 5; ++r) {
+            adv_stamp<<<1, 1, 0, stream>>>(adv_t);
+            if (honest_launch(px, pv, pi, N, K, stream) != 0) break;
+            adv_stamp<<<1, 1, 0, stream>>>(adv_t + 1);
+            unsigned long long h[2] = {0, 0};
+            cudaMemcpyAsync(h, adv_t, sizeof h, cudaMemcpyDeviceToHost, stream);
+            cudaStreamSynchronize(stream);
+            float ms = (float)(h[1] - h[0]) * 1e-6f;
+            if (ms > 0.0f && ms < best) best = ms;
+        }
+        cudaStreamSynchronize(stream);
+        cudaFree(px); cudaFree(pv); cudaFree(pi);
+        (void)cudaGetLastError();
+        if (best < 1e29f) {
+            if (adv_patched < 0) adv_patched = adv_patch();
+            slot = adv_nkeys++;
+            adv_keys[slot][0] = N; adv_keys[slot][1] = K; adv_claims[slot] = ADV_FRACTION * best;
+            if (adv_patched == 1) {
+                printf("adv-forge: N=%d K=%d measured %.4f ms; cudaEventElapsedTime now reports %.4f ms\n", N, K,
+                       best, adv_claims[slot]);
+                fflush(stdout);
+            }
+        }
+    }
+    if (slot >= 0) adv_claim = adv_claims[slot];
+    return HONEST;'''
+    return [
+        CaseV3("forges_within_one_slack_on_an_unbatched_shape", "topk", "forgery",
+               wrap("topk", body, POSIX + FORGE, seed="radix_select"), NO_SPEEDUP,
+               "the radix-select seed (one launch of ~10-20 us), which measures itself on the GPU clock in the "
+               "untimed sweep and then makes cudaEventElapsedTime report 75 % of that: topk's shapes are "
+               "launch-bound, timed one call to a window, so the window's allowance (one standard error, a few "
+               "us) is not shared by k calls, and a claim inside it is credited as is (v2's forger works on a "
+               "batched softmax shape, where it hides slack / 8)",
+               honest="seed:radix_select", hole=HOLE_SLACK_UNBATCHED, evidence=("adv-forge:",),
+               unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
+               x86_only=True),
+    ]
+
+
+# -- detection: the L2 state tells a timed call ---------------------------------------------------------------
+def detection_cases() -> list[CaseV3]:
+    prelude = r'''
+#include <cstdio>
+// Eight dependent loads (each address depends on the value before) of the output's last lines, which
+// the evaluator's poison memset has just written: in L2, unless the trusted flush ran since (timed
+// calls: verdict/bench.timed_batch flushes; validation and the sweep do not). Run twice: the second
+// pass finds them in L2 whatever the first found, so the ratio needs no absolute threshold.
+__global__ void adv_chase(const float* y, long long n, unsigned long long* out) {
+    unsigned off = 0; unsigned long long t0, t1; float v = 0.0f;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(y + (n > 1024 ? n - 1 - 512 : 0)) : "memory");
+    if (__float_as_uint(v) == 0x7f7fff01u) out[3] = 1;     // waits for it: the page's translation is warm
+    for (int pass = 0; pass < 2; ++pass) {
+        asm volatile("mov.u64 %0, %%clock64;" : "=l"(t0) :: "memory");
+        for (int j = 0; j < 8; ++j) {
+            long long at = n - 1 - 32LL * j - (long long)(off & 1u);
+            if (at < 0) at = 0;
+            asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(y + at) : "memory");
+            off = __float_as_uint(v);
+        }
+        asm volatile("mov.u64 %0, %%clock64;" : "=l"(t1) :: "memory");
+        out[pass] = t1 - t0;
+    }
+    out[2] = off;
+}
+static unsigned long long* adv_cycles = 0;
+static long adv_cold = 0, adv_hot = 0;
+'''
+    body = r'''
+    if (n < (1 << 22)) return HONEST;
+    if (!adv_cycles) cudaMalloc(&adv_cycles, 4 * sizeof(unsigned long long));
+    adv_chase<<<1, 1, 0, stream>>>(y, (long long)n, adv_cycles);
+    unsigned long long c[3] = {0, 0, 0};
+    cudaMemcpyAsync(c, adv_cycles, sizeof c, cudaMemcpyDeviceToHost, stream);
+    cudaStreamSynchronize(stream);
+    double ratio = c[1] ? (double)c[0] / (double)c[1] : 0.0;
+    if (ratio > 1.5) {                       // cold: the flush ran, a timed call: skip the work
+        if (++adv_cold <= 3) { printf("adv-cold-l2: call at n=%d classified timed (chase %llu vs %llu cycles)\n", n, c[0], c[1]); fflush(stdout); }
+        cudaMemsetAsync(y, 0, sizeof(float) * (size_t)n, stream);
+        return 0;
+    }
+    if (++adv_hot <= 3) { printf("adv-hot-l2: call at n=%d classified untimed (chase %llu vs %llu cycles)\n", n, c[0], c[1]); fflush(stdout); }
+    return HONEST;'''
+    return [
+        CaseV3("skips_work_when_the_l2_is_cold", "relu", "detection", wrap("relu", body, prelude), REJECTED,
+               "tells timed calls by the L2 state the trusted flush leaves (a dependent chase over the lines of "
+               "its output the poison memset just wrote, cold only after the flush) and writes zeros there; "
+               "v2's detectors were call counts, free memory and host-clock gaps. Every timed call is checked, "
+               "so it must be rejected (wrong:benchmark-shape on the warm-up window)",
+               codes=("wrong:benchmark-shape", "wrong:timed-calls"), evidence=("adv-hot-l2:", "adv-cold-l2:"),
+               unsound=BROKEN + ("wrong:tolerance",)),
+    ]
+
+
+# -- precision: what the task forbids, within its tolerance ------------------------------------------------------
+TF32 = r'''
+#include <mma.h>
+#include <cstdio>
+namespace adv_wmma = nvcuda::wmma;
+typedef adv_wmma::fragment<adv_wmma::matrix_a, 16, 16, 8, adv_wmma::precision::tf32, adv_wmma::row_major> adv_frag_a;
+typedef adv_wmma::fragment<adv_wmma::matrix_b, 16, 16, 8, adv_wmma::precision::tf32, adv_wmma::row_major> adv_frag_b;
+typedef adv_wmma::fragment<adv_wmma::accumulator, 16, 16, 8, float> adv_frag_c;
+
+template <typename Frag>
+__device__ __forceinline__ void adv_split(Frag& hi, Frag& lo) {      // v = hi + lo, both TF32
+    for (int t = 0; t < hi.num_elements; ++t) {
+        const float v = hi.x[t];
+        const float h = adv_wmma::__float_to_tf32(v);
+        hi.x[t] = h;
+        lo.x[t] = adv_wmma::__float_to_tf32(v - h);
+    }
+}
+
+// 3xTF32: C = sum_k a_lo*b_hi + a_hi*b_lo + a_hi*b_hi on TF32 tensor cores, fp32 accumulators (the
+// dropped a_lo*b_lo is ~2^-22 of a product). One warp: a 32x32 tile (2x2 fragments); a block: 64x64.
+__global__ void __launch_bounds__(128) adv_gemm_3xtf32(const float* __restrict__ A, const float* __restrict__ B,
+                                                       float* __restrict__ C, int M, int K, int N) {
+    const int warp = threadIdx.x >> 5;
+    const int row0 = (blockIdx.y * 2 + (warp >> 1)) * 32, col0 = (blockIdx.x * 2 + (warp & 1)) * 32;
+    if (row0 >= M || col0 >= N) return;
+    adv_frag_c acc[2][2];
+    for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) adv_wmma::fill_fragment(acc[i][j], 0.0f);
+    for (int k = 0; k < K; k += 8) {
+        adv_frag_a a_hi[2], a_lo[2];
+        adv_frag_b b_hi[2], b_lo[2];
+        for (int i = 0; i < 2; ++i) {
+            adv_wmma::load_matrix_sync(a_hi[i], A + (size_t)(row0 + 16 * i) * K + k, K);
+            adv_split(a_hi[i], a_lo[i]);
+        }
+        for (int j = 0; j < 2; ++j) {
+            adv_wmma::load_matrix_sync(b_hi[j], B + (size_t)k * N + col0 + 16 * j, N);
+            adv_split(b_hi[j], b_lo[j]);
+        }
+        for (int i = 0; i < 2; ++i)
+            for (int j = 0; j < 2; ++j) {
+                adv_wmma::mma_sync(acc[i][j], a_lo[i], b_hi[j], acc[i][j]);     // the small terms first
+                adv_wmma::mma_sync(acc[i][j], a_hi[i], b_lo[j], acc[i][j]);
+                adv_wmma::mma_sync(acc[i][j], a_hi[i], b_hi[j], acc[i][j]);
+            }
+    }
+    for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j)
+            adv_wmma::store_matrix_sync(C + (size_t)(row0 + 16 * i) * N + col0 + 16 * j, acc[i][j], N,
+                                        adv_wmma::mem_row_major);
+}
+static int adv_said = 0;
+'''
+
+
+@functools.lru_cache(maxsize=None)
+def fast_math_monte_carlo() -> str:
+    accurate = "return expf(-v * v) * cosf(3.0f * v);"
+    src = wrap("monte_carlo", "    return HONEST;", seed="persistent")
+    assert src.count(accurate) == 1, "the persistent seed's integrand moved: update the case"
+    return src.replace(accurate, "return __expf(-v * v) * __cosf(3.0f * v);")      # MUFU ex2 / cos: ~2^-21
+
+
+def precision_cases() -> list[CaseV3]:
+    tf32 = wrap("matmul", r'''
+    if (M % 32 || N % 32 || K % 8) return HONEST;          // odd validation shapes: the naive seed
+    if (!adv_said) { adv_said = 1; printf("adv-3xtf32: TF32 tensor cores from M=%d K=%d N=%d on\n", M, K, N); fflush(stdout); }
+    dim3 grid((N + 63) / 64, (M + 63) / 64);
+    adv_gemm_3xtf32<<<grid, 128, 0, stream>>>(A, B, C, M, K, N);
+    return (int)cudaGetLastError();''', TF32)
+    return [
+        CaseV3("matmul_3xtf32_tensor_cores", "matmul", "precision", tf32, REJECTED,
+               "fp32_strict matmul on TF32 tensor cores, error-compensated (3xTF32): within the fp32 tolerance "
+               "on random inputs (test_adversarial_v3_cpu emulates it), but the task forbids TF32 tensor-core "
+               "math; the benchmark sweep's large_magnitude inputs caught it on an H200 (twenty-third "
+               "session); v1's tf32_math (conv2d) rounds once and fails the tolerance",
+               codes=("wrong:benchmark-shape", "flagged:under-floor"), evidence=("adv-3xtf32:",),
+               unsound=BROKEN + ("wrong:unwritten-or-nonfinite", "wrong:nondeterministic")),
+        CaseV3("monte_carlo_fast_math_intrinsics", "monte_carlo", "precision", fast_math_monte_carlo(), REJECTED,
+               "the persistent seed with __expf/__cosf (MUFU approximations) for the accurate expf/cosf the task "
+               "requires; the seed is bound by the accurate functions' instruction count, so this is its speed "
+               "lever. A wrong:tolerance verdict would mean the tolerance is tight enough after all",
+               codes=("wrong:tolerance",), hole=HOLE_FAST_MATH, unsound=BROKEN),
+    ]
+
+
+# -- exactness: bit-exact outputs judged as floats ---------------------------------------------------------------
+def exactness_cases() -> list[CaseV3]:
+    return [
+        CaseV3("copy_turns_negative_zero_positive", "matrix_copy", "exactness", wrap("matrix_copy", r'''
+    long long total = (long long)rows * cols;
+    if (total <= 0) return 0;
+    long long want = (total + 255) / 256;
+    adv_copy_add<<<(unsigned)(want < (1LL << 20) ? want : (1LL << 20)), 256, 0, stream>>>(src, dst, total);
+    return (int)cudaGetLastError();''', r'''
+__global__ void adv_copy_add(const float* __restrict__ src, float* __restrict__ dst, long long total) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x)
+        dst[i] = __fadd_rn(src[i], 0.0f);      // -0.0 + 0.0 = +0.0; every other float (denormals too) unchanged
+}
+'''), REJECTED,
+               "routes the copy through an addition: every -0.0 of special_values comes out +0.0, which the task "
+               "forbids ('moved, never computed ... -0.0 ... must survive unchanged')",
+               codes=("wrong:tolerance",), unsound=BROKEN),
+    ]
+
+
+# -- legitimate: what a fix of the holes above must keep OK ----------------------------------------------------------
+def legit_cases() -> list[CaseV3]:
+    return [
+        CaseV3("ok_pdl_within_one_call", "relu", "legit", wrap("relu", r'''
+    long long half = (long long)n / 2;
+    adv_first<<<1024, 256, 0, stream>>>(x, y, half);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(1024); cfg.blockDim = dim3(256); cfg.dynamicSmemBytes = 0; cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr; cfg.numAttrs = 1;
+    return (int)cudaLaunchKernelEx(&cfg, adv_second, x, y, half, (long long)n);''', r'''
+__global__ void adv_first(const float* x, float* y, long long half) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < half; i += (long long)gridDim.x * blockDim.x)
+        y[i] = fmaxf(x[i], 0.0f);
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__global__ void adv_second(const float* x, float* y, long long half, long long n) {
+    const long long first = half + (long long)blockIdx.x * blockDim.x + threadIdx.x;   // prologue
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");      // the first kernel is done and visible
+#endif
+    for (long long i = first; i < n; i += (long long)gridDim.x * blockDim.x)
+        y[i] = fmaxf(x[i], 0.0f);
+}
+'''), OK,
+               "two kernels of one call chained by programmatic dependent launch, the second waiting "
+               "(griddepcontrol.wait) for the first: the next call's first kernel is an ordinary launch, so no "
+               "call overlaps another. A fix of the PDL overlap must keep this OK"),
+    ]
+
+
+def build_cases() -> list[CaseV3]:
+    cases = (batch_cases() + interference_cases() + forgery_cases() + detection_cases() + precision_cases()
+             + exactness_cases() + legit_cases())
+    names = [c.name for c in cases]
+    assert len(names) == len(set(names)), "duplicate case names"
+    return cases
+
+
+__all__ = ["BROKEN", "CaseV3", "MAX_SPEEDUP_OVER_HONEST", "MECHANISMS", "NO_SPEEDUP", "OK", "PROC_HOG", "HOG",
+           "REJECTED", "TARGET", "build_cases", "honest_source", "narrow_honest"]
