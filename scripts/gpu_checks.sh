@@ -51,9 +51,14 @@ tests)
     # (twenty-second session: six tests failed to create a CUDA context)
     nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader -l 5 > "$out/memory.csv" 2>/dev/null &
     smi=$!
-    wait $(jobs -p | grep -v "^$smi\$")
-    kill "$smi" 2>/dev/null
+    # and the host's: in the twenty-third session five tests failed in cudaSetDevice with out of
+    # memory while the GPU's memory peaked at 56 of 143 GB
+    while :; do free -m | awk '/^Mem:/ {print $3 " MiB, " $2 " MiB"}'; sleep 5; done > "$out/host_memory.csv" 2>/dev/null &
+    host=$!
+    wait $(jobs -p | grep -vE "^($smi|$host)\$")
+    kill "$smi" "$host" 2>/dev/null
     echo "GPU memory used at most: $(sort -n "$out/memory.csv" | tail -n 1)"
+    echo "host memory used at most: $(sort -n "$out/host_memory.csv" | tail -n 1)"
     for log in "$out"/t_*.log; do echo "-- $(basename "$log")"; grep -E "^(FAILED|ERROR)" "$log" | head -n 5; tail -n 1 "$log"; done
     grep -A1 "llm_diff outcomes" "$out/t_dist_llm.log"
     # a test that failed beside eight other groups (out of GPU memory, or a time-out) is run

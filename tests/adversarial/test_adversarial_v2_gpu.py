@@ -16,6 +16,7 @@ import glob
 import platform
 import time
 from collections import defaultdict
+from typing import Callable
 
 import pytest
 
@@ -115,20 +116,25 @@ def test_case_outcome(suite: SuiteV2, name: str, request: pytest.FixtureRequest)
         pytest.skip("patches x86-64 machine code")
     if name in KNOWN_OPEN:
         request.applymarker(pytest.mark.xfail(reason=KNOWN_OPEN[name], strict=False))
-    result = suite.results[name]
-    if case.expected == v2.OK:
+    check_outcome(name, case.expected, suite.results[name], lambda: suite.honest[name])
+
+
+def check_outcome(name: str, expected: str, result: EvalResult, honest: Callable[[], EvalResult]) -> None:
+    """A case's verdict against its expectation (v2 and v3): ``ok`` must be OK, ``rejected`` not
+    OK, ``no-speedup`` not OK or OK at most MAX_SPEEDUP_OVER_HONEST times its honest equivalent
+    (``honest``, looked up only then)."""
+    per_shape = [(t.shape_label, round(t.speedup, 2), round(t.median_ms, 4)) for t in result.timings]
+    if expected == v2.OK:
         assert result.status is Status.OK, f"{name}: a legitimate kernel was rejected: {_detail(result)}"
-    elif case.expected == v2.REJECTED:
-        assert result.status is not Status.OK, f"{name}: a cheat was rated OK x{result.geomean_speedup:.2f}"
-    else:
-        if result.status is not Status.OK:
-            return
-        honest = suite.honest[name]
-        assert honest.status is Status.OK, f"{name}: the honest equivalent failed: {_detail(honest)}"
-        limit = v2.MAX_SPEEDUP_OVER_HONEST * honest.geomean_speedup
+    elif expected == v2.REJECTED:
+        assert result.status is not Status.OK, f"{name}: a cheat was rated OK x{result.geomean_speedup:.2f} per shape {per_shape}"
+    elif result.status is Status.OK:
+        twin = honest()
+        assert twin.status is Status.OK, f"{name}: the honest equivalent failed: {_detail(twin)}"
+        limit = v2.MAX_SPEEDUP_OVER_HONEST * twin.geomean_speedup
         assert result.geomean_speedup <= limit, (
-            f"{name}: x{result.geomean_speedup:.2f} over the baseline, honest equivalent x{honest.geomean_speedup:.2f}; "
-            f"per shape {[(t.shape_label, round(t.speedup, 2)) for t in result.timings]}")
+            f"{name}: x{result.geomean_speedup:.2f} over the baseline, honest equivalent x{twin.geomean_speedup:.2f}; "
+            f"per shape {per_shape}")
 
 
 def test_budget_cases_end_within_the_budget(suite: SuiteV2) -> None:

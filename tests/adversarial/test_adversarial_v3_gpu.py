@@ -31,7 +31,7 @@ from evo_fsr.verdict import compile as nvcc
 from evo_fsr.verdict.evaluate import Evaluator
 
 from . import cases_v3 as v3
-from .test_adversarial_v2_gpu import SuiteV2, _detail, config
+from .test_adversarial_v2_gpu import SuiteV2, _detail, check_outcome, config
 
 pytestmark = pytest.mark.gpu
 
@@ -120,21 +120,7 @@ def test_v3_case_outcome(suite_v3: SuiteV3, name: str, request: pytest.FixtureRe
     case = _case(name)
     if case.hole:
         request.applymarker(pytest.mark.xfail(reason=case.hole, strict=False))
-    result = suite_v3.results[name]
-    if case.expected == v3.OK:
-        assert result.status is Status.OK, f"{name}: a legitimate kernel was rejected: {_detail(result)}"
-    elif case.expected == v3.REJECTED:
-        assert result.status is not Status.OK, (f"{name}: a cheat was rated OK x{result.geomean_speedup:.2f} "
-                                                f"per shape {[(t.shape_label, round(t.speedup, 2)) for t in result.timings]}")
-    else:
-        if result.status is not Status.OK:
-            return
-        honest = suite_v3.honest[name]
-        assert honest.status is Status.OK, f"{name}: the honest equivalent failed: {_detail(honest)}"
-        limit = v3.MAX_SPEEDUP_OVER_HONEST * honest.geomean_speedup
-        assert result.geomean_speedup <= limit, (
-            f"{name}: x{result.geomean_speedup:.2f} over the baseline, honest equivalent x{honest.geomean_speedup:.2f}; "
-            f"per shape {[(t.shape_label, round(t.speedup, 2), round(t.median_ms, 4)) for t in result.timings]}")
+    check_outcome(name, case.expected, suite_v3.results[name], lambda: suite_v3.honest[name])
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES if c.evidence or c.unsound])
