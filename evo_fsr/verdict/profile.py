@@ -270,10 +270,11 @@ SINGLE_FLOOR_SHARE = 0.95
 SINGLE_FLOOR_RETIME = 1.1
 
 
-def single_floor_retimed(floor_ms: float, credit_ms: float, again: Callable[[], float]) -> tuple[float, bool]:
-    """The single-call floor of a shape whose floor binds (over ``SINGLE_FLOOR_RETIME`` times
-    its batched credit ``credit_ms``): the median of it and two more rounds' (``again``), and
-    whether they were taken.  On an H200 (twenty-third session) the candidate's single windows
+def single_floor_retimed(single_round: Callable[[], float], credit_ms: float) -> tuple[float, bool]:
+    """The single-call floor of a batched shape (``single_round``: one round of single-call
+    windows and its ``single_call_floor_ms``), and whether more rounds were taken: where the
+    first round's floor binds (over ``SINGLE_FLOOR_RETIME`` times the batched credit
+    ``credit_ms``), the median of it and two more rounds'.  On an H200 (twenty-third session) the candidate's single windows
     of one round sat 0.05-0.15 ms above the baseline's interleaved with them for the whole
     round, in windows of 0.7-1.2 ms, and the next round's mostly did not: the first round's
     floor bound an honest kernel in 6 of 24 shapes (sum_reduction's persistent seed read 0.63x
@@ -282,9 +283,10 @@ def single_floor_retimed(floor_ms: float, credit_ms: float, again: Callable[[], 
     that spoils one round (slowing the baseline's windows in it, or by luck) moves the median
     of three no lower than its other rounds; the lowest of two let the 4M-element fusion
     reproduction read 2x its honest twin (H200), against ~1.2x with one round."""
+    floor_ms = single_round()
     if credit_ms <= 0 or floor_ms <= SINGLE_FLOOR_RETIME * credit_ms:
         return floor_ms, False
-    return statistics.median([floor_ms, again(), again()]), True
+    return statistics.median([floor_ms, single_round(), single_round()]), True
 
 
 def single_call_floor_ms(candidate: Sequence[CallTimes], baseline: Sequence[CallTimes]) -> float:

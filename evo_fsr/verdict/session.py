@@ -274,8 +274,7 @@ class Session:
                 credit = profile.summarise(shape.label, timed.candidate, timed.baseline, timed.calibration,
                                            sb.clean_ms, floor, strict=timed.strict).median_ms
                 single, retimed = profile.single_floor_retimed(
-                    self._single_call_floor(sb, slots[0], shape, xp, baseline), credit,
-                    lambda: self._single_call_floor(sb, slots[0], shape, xp, baseline))
+                    lambda: self._single_call_floor(sb, slots[0], shape, xp, baseline), credit)
                 self.stages.count("single_retimed", int(retimed))
             timings.append(profile.summarise(shape.label, timed.candidate, timed.baseline, timed.calibration,
                                              sb.clean_ms, floor, sb.library_ms, strict=timed.strict,

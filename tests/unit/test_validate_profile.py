@@ -530,8 +530,8 @@ def test_a_binding_single_call_floor_is_taken_in_two_more_rounds_and_the_median_
     fair = [single_call_floor_ms(_single(0.02, 0.4, jitter), _single(0.022, 0.4, jitter))
             for jitter in ((0.0, 0.01, -0.01), (0.005, -0.01, 0.0))]
     assert slow_round > 3 * credit and max(fair) < credit
-    rounds = iter(fair)
-    floor, retimed = single_floor_retimed(slow_round, credit, lambda: next(rounds))
+    rounds = iter([slow_round, *fair])
+    floor, retimed = single_floor_retimed(lambda: next(rounds), credit)
     assert retimed and floor == max(fair)
     assert summarise("s", honest, base, Calibration.of(base), 0.022, 0.001,
                      single_floor_ms=floor).median_ms == pytest.approx(credit)
@@ -542,14 +542,15 @@ def test_a_binding_single_call_floor_is_taken_in_two_more_rounds_and_the_median_
             for jitter in ((0.0, 0.01), (0.01, 0.0), (0.005, 0.0))]
     spoiled = single_call_floor_ms(_single(0.25, 0.4), _single(0.5, 0.7))   # its baseline windows slowed
     assert spoiled == 0.0 and min(held) > 0.2
-    rounds = iter([spoiled, held[1]])
-    floor, retimed = single_floor_retimed(held[0], fused_credit, lambda: next(rounds))
+    rounds = iter([held[0], spoiled, held[1]])
+    floor, retimed = single_floor_retimed(lambda: next(rounds), fused_credit)
     assert retimed and floor == min(held[:2]) > 0.2 > 5 * fused_credit
 
-    def never() -> float:
-        raise AssertionError("a floor under the credit was taken again")
-    assert single_floor_retimed(max(fair), credit, never) == (max(fair), False)
-    assert single_floor_retimed(0.5, 0.0, never) == (0.5, False)
+    def once(floor_ms: float):  # type: ignore[no-untyped-def]
+        rounds = iter([floor_ms])
+        return lambda: next(rounds)     # a second round raises StopIteration
+    assert single_floor_retimed(once(max(fair)), credit) == (max(fair), False)
+    assert single_floor_retimed(once(0.5), 0.0) == (0.5, False)
 
 
 def test_slowing_the_baselines_single_windows_only_lowers_the_floor() -> None:
