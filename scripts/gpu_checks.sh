@@ -6,7 +6,7 @@
 #   scripts/gpu_checks.sh tests        # pytest -m gpu: evaluator, families, distributions, fused checks, export, LLM
 #   scripts/gpu_checks.sh sweep 1      # every seed through the benchmark sweep, half of the tasks (alone: it
 #   scripts/gpu_checks.sh sweep 2      #   holds every shape's buffers; ~9 min for all 21 tasks on an H100)
-#   scripts/gpu_checks.sh adversarial  # suites v2 (verdict table printed), v1, v3 and batch fusion (~9 min)
+#   scripts/gpu_checks.sh adversarial  # suites v3, batch fusion, v2 (verdict table printed) and v1 (~9 min)
 #   scripts/gpu_checks.sh flush        # what each L2 flush leaves behind (probe_flush.py), and a
 #                                      # 1 us forger against its honest twin per flush (probe_forger.py)
 #   [TASKS="a b" TRIALS=30 LIMIT_S=500] scripts/gpu_checks.sh library   # families against the library,
@@ -80,14 +80,15 @@ sweep)
     grep -E "^(FAILED|ERROR)" "$out/sweep_$half.log" | head -n 20; tail -n 1 "$out/sweep_$half.log"
     ;;
 adversarial)
-    step "suite v2"; timeout 420 $P -s tests/adversarial/test_adversarial_v2_gpu.py > "$out/adv2.log" 2>&1
-    grep -A70 "verdicts:" "$out/adv2.log" | grep -v "^\.\|^$" | head -n 70; tail -n 4 "$out/adv2.log"
-    step "suite v1"; timeout 240 $P tests/adversarial/test_adversarial_gpu.py > "$out/adv1.log" 2>&1; tail -n 6 "$out/adv1.log"
+    # v3 and batch fusion first (the newest cases: a call cut by the device's 600 s limit keeps them)
     step "suite v3"; timeout 150 $P -s -rxX tests/adversarial/test_adversarial_v3_gpu.py > "$out/adv3.log" 2>&1
     grep -A12 "v3 verdicts:" "$out/adv3.log" | cut -c1-130; tail -n 1 "$out/adv3.log"
     step "calls fused across a batch: a launch-bound shape (timed singly) and the open residual (xfail)"
     timeout 120 $P -s -rxX tests/adversarial/test_batch_fusion_gpu.py > "$out/fusion.log" 2>&1
     grep -E "batch fusion|passed|failed|xfail|XPASS" "$out/fusion.log" | tail -n 5
+    step "suite v2"; timeout 420 $P -s tests/adversarial/test_adversarial_v2_gpu.py > "$out/adv2.log" 2>&1
+    grep -A70 "verdicts:" "$out/adv2.log" | grep -v "^\.\|^$" | head -n 70; tail -n 4 "$out/adv2.log"
+    step "suite v1"; timeout 240 $P tests/adversarial/test_adversarial_gpu.py > "$out/adv1.log" 2>&1; tail -n 6 "$out/adv1.log"
     ;;
 flush)
     step "L2 flushes: eviction, write-back, own cost"

@@ -259,12 +259,32 @@ def apply_seccomp() -> str:
 
 
 # --- policy ------------------------------------------------------------------------------------
+def own_proc(read: list[str], pid: int) -> list[str]:
+    """``read`` with the ``/proc`` tree narrowed to this process's own ``/proc/<pid>`` and the
+    entries that are no process's (cpuinfo, meminfo, sys, driver, ...): no other process's
+    command line, state or status is readable.  The pid directories are the only entries left
+    out, so what the CUDA driver reads at start-up stays readable; ``/proc/self`` resolves into
+    ``/proc/<pid>``, which has the rule."""
+    if "/proc" not in read:
+        return read
+    try:
+        entries = sorted(os.listdir("/proc"))
+    except OSError:
+        return read
+    kept = [f"/proc/{name}" for name in entries if not name.isdigit() or int(name) == pid]
+    at = read.index("/proc")
+    return read[:at] + kept + read[at + 1:]
+
+
 def startup(policy: dict[str, Any]) -> dict[str, str]:
     """Namespace and Landlock: call while single-threaded, before numpy / CUDA / the candidate."""
     status: dict[str, str] = {}
     status["netns"] = apply_netns() if policy.get("netns") else "off: disabled by policy"
     if policy.get("landlock"):
-        status["landlock"] = apply_landlock(list(policy.get("read", ())), list(policy.get("write", ())),
+        read = list(policy.get("read", ()))
+        if policy.get("proc") == "own":
+            read = own_proc(read, os.getpid())
+        status["landlock"] = apply_landlock(read, list(policy.get("write", ())),
                                             list(policy.get("devices", ())), list(policy.get("list", ())))
     else:
         status["landlock"] = "off: disabled by policy"

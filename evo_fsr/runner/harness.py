@@ -8,6 +8,14 @@ reply pipe before a command was sent, a reply line over ``MAX_REPLY_BYTES``, or 
 not the well-formed answer to the command in flight kills the runner and raises
 ``ProtocolViolation`` (the verdict ``crash:sandbox-violation``): nothing the candidate writes can
 raise anything else here.
+
+A runner runs only while it serves a command: its process group is stopped (SIGSTOP) as soon as
+a reply has come and continued (SIGCONT) just before the next command is written; ``settle``
+waits until every thread of it is stopped.  Between its commands the evaluator times the trusted
+baseline, and a candidate's thread left running there could watch for those windows and slow
+them (the twenty-third session's suite v3 did, reading the baseline runner's state from /proc,
+to lower its single-call floor).  Every runner is handled alike, trusted ones too, so the windows
+of every role carry the same two signals.
 """
 from __future__ import annotations
 
@@ -28,6 +36,9 @@ from .sandbox import (SandboxPolicy, confine_policy, kill_group, report_confinem
                       spawn_sandboxed)
 
 RUNNER_SCRIPT = Path(__file__).resolve().parent / "runner.py"
+#: How long ``settle`` waits for every thread of a runner to stop (a thread inside a system call
+#: that cannot be interrupted stops when the call returns).
+SETTLE_TIMEOUT_S = 1.0
 
 
 class RunnerTimeout(Exception):
@@ -84,6 +95,8 @@ class RunnerProcess:
             os.close(cmd_r)
             os.close(reply_w)
         self._buffer = b""
+        self._stopped = False             # SIGSTOP sent since the last command (``settle`` awaits it)
+        self.unsettled = 0                # settles that timed out with a thread still running
         self.started = time.perf_counter()
         self.startup_ms: dict[str, float] = {}    # the runner's own start-up phases (init reply)
         self._init = self._command({"op": protocol.INIT})
@@ -108,6 +121,54 @@ class RunnerProcess:
                 raise RunnerDied(f"runner could not start: {reply['error']}", None)
             self.startup_ms = {str(k): float(v) for k, v in reply.get("startup_ms", {}).items()}
             self._ready = True
+            self._stop()
+
+    # -- stopped between commands (module docstring) ------------------------------------------
+    def _signal(self, sig: signal.Signals) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _stop(self) -> None:
+        """SIGSTOP the runner's process group (a reply has come); ``settle`` awaits the stop."""
+        self._signal(signal.SIGSTOP)
+        self._stopped = True
+
+    def _continue(self) -> None:
+        if self._stopped:
+            self._signal(signal.SIGCONT)
+            self._stopped = False
+
+    def running_threads(self) -> list[int]:
+        """The runner's threads that are neither stopped nor gone (``/proc/<pid>/task``)."""
+        running = []
+        try:
+            tasks = os.listdir(f"/proc/{self.proc.pid}/task")
+        except OSError:
+            return []                   # gone
+        for tid in tasks:
+            try:
+                with open(f"/proc/{self.proc.pid}/task/{tid}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[-1].split()     # the name may hold ") "
+            except OSError:
+                continue                # the thread is gone
+            if fields and fields[0] not in (b"T", b"t", b"Z", b"X"):
+                running.append(int(tid))
+        return running
+
+    def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> bool:
+        """Wait until every thread of the runner is stopped (after a reply; nothing to wait for
+        otherwise).  False, and ``unsettled`` counted, when one still ran after ``timeout_s``."""
+        if not self._stopped:
+            return True
+        deadline = time.monotonic() + timeout_s
+        while self.running_threads():
+            if time.monotonic() > deadline:
+                self.unsettled += 1
+                return False
+            time.sleep(20e-6)
+        return True
 
     def __enter__(self) -> "RunnerProcess":
         return self
@@ -124,11 +185,14 @@ class RunnerProcess:
         self.ready()
         self._refuse_unsolicited()
         command = self._command(message)
+        self._continue()
         try:
             os.write(self._cmd_w, (json.dumps(command) + "\n").encode())
         except BrokenPipeError:
             raise self._died() from None
-        return self.await_reply(command, timeout_s)
+        reply = self.await_reply(command, timeout_s)
+        self._stop()
+        return reply
 
     def _violation(self, what: str) -> ProtocolViolation:
         kill_group(self.proc)

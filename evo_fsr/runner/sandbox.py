@@ -266,6 +266,8 @@ def confine_policy(policy: SandboxPolicy, workdir: str) -> dict[str, Any]:
             "landlock": policy.landlock and support["landlock_abi"] > 0,
             "caps": policy.drop_caps, "seccomp": policy.seccomp and bool(support["seccomp"]),
             "read": read, "list": listable,
+            # a runner reads its own /proc/<pid> and no other process's (confine.own_proc)
+            "proc": "own" if policy.exact_reads else "all",
             # /proc/self resolves in the confined process to its own /proc/<pid>: the CUDA driver
             # writes there while it initialises (found on an H100, driver 13.0)
             "write": [os.path.realpath(workdir), "/proc/self", *map(os.path.realpath, policy.extra_write)],

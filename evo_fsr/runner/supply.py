@@ -4,7 +4,9 @@ The next candidate's runner starts (Python, sandbox, CUDA context) while the cur
 is still being checked, so its start-up is off the critical path; evaluate.py says when:
 
 - ``take()`` before a candidate: the runner started ahead once it is up (one that failed to
-  start is discarded), else a new one;
+  start is discarded), else a new one, awaited; a runner's start-up runs no candidate code
+  (the candidate's library is written into its workdir after ``take``), so a start that fails
+  is the evaluator's failure, retried ``START_ATTEMPTS`` times before ``RunnerStartFailed``;
 - ``keep_ahead(1)`` at prepare and ``timed_calls_done()`` once a candidate's timed calls are
   over (``keep_ahead(2)``): the runners ahead;
 - ``reap_later(runner)`` when a candidate is done: killed without waiting; ``reap_dying()``
@@ -21,6 +23,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from collections import deque
 from pathlib import Path
 
@@ -30,6 +33,17 @@ from .sandbox import SandboxPolicy
 log = logging.getLogger(__name__)
 
 Spare = tuple[Path, RunnerProcess]        # (private workdir, runner process)
+
+#: Fresh runners tried in ``take`` when none started ahead is up, and the pause before each
+#: retry.  On an H200 (twenty-third and twenty-fourth sessions), with nine GPU test processes
+#: at once, runners failed in ``cudaSetDevice`` with out of memory while the GPU's memory peaked
+#: at 56 of 143 GB and the host's at 16 of 128 GB; every one of them started when tried again.
+START_ATTEMPTS = 3
+START_RETRY_PAUSE_S = (0.5, 2.0)
+
+
+class RunnerStartFailed(RunnerDied):
+    """No runner could be started: the evaluator's failure (no candidate code had run)."""
 
 
 def scratch_root() -> str | None:
@@ -62,14 +76,35 @@ class RunnerSupply:
             raise
 
     def take(self) -> Spare:
-        """The runner started ahead once it is up, else a new one.  One that failed to start (say,
-        the GPU memory was still held by the previous candidate) is replaced by a fresh runner,
-        whose errors are then this candidate's to report."""
+        """A runner that is up: the one started ahead, else a fresh one, awaited.  One that fails
+        to start (say, the GPU memory was still held by the previous candidate, or CUDA could
+        not create its context while other processes started theirs) is discarded and a fresh
+        one tried, ``START_ATTEMPTS`` in all, with a pause before each retry; then
+        ``RunnerStartFailed``.  The candidate's code is not loaded by then, so none of this is
+        the candidate's to answer for."""
         while self._ahead:
             spare = self._ahead.popleft()
             if self._up_or_discarded(spare):
                 return spare
-        return self._new()
+        errors: list[str] = []
+        for attempt in range(START_ATTEMPTS):
+            if attempt:
+                time.sleep(START_RETRY_PAUSE_S[min(attempt, len(START_RETRY_PAUSE_S)) - 1])
+            try:
+                spare = self._new()
+            except OSError as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+                continue
+            try:
+                spare[1].ready()
+                if attempt:
+                    log.warning("a runner started on try %d of %d (before: %s)", attempt + 1, START_ATTEMPTS,
+                                "; ".join(errors))
+                return spare
+            except (RunnerDied, RunnerTimeout) as exc:
+                errors.append(str(exc))
+                self._discard(spare)
+        raise RunnerStartFailed(f"no runner could be started in {START_ATTEMPTS} tries: {'; '.join(errors)}", None)
 
     def _up_or_discarded(self, spare: Spare) -> bool:
         """Wait for a runner started ahead; True when it is up, else it is discarded."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..runner.sandbox import SandboxPolicy
-from ..runner.supply import RunnerSupply
+from ..runner.supply import RunnerStartFailed, RunnerSupply
 from ..tasks import Shape, Task, get_task
 from ..types import Candidate, EvalResult, GpuInfo, Status
 from . import compile as nvcc
@@ -168,8 +168,14 @@ class Evaluator:
                                                                              self.task.precision),
                                     batch_max=self.config.batch_max, every=self.config.baseline_every,
                                     fusable_floor_ms=self.config.fusable_floor_ms)
-        with stages.stage("startup"):
-            work, runner = self.runners.take()
+        try:
+            with stages.stage("startup"):
+                work, runner = self.runners.take()
+        except RunnerStartFailed as exc:        # before any of the candidate's code: not its failure
+            log.error("%s", exc)
+            verdict = Verdict(Status.CRASH, f"crash: the evaluator could not start a runner (the candidate's "
+                                            f"code had not run): {str(exc)[-300:]}", "crash:evaluator")
+            return self._result(candidate, compiled, verdict, None, stages, gpu, time.perf_counter() - start)
         try:
             with stages.stage("prepare"):
                 (work / "candidate.so").write_bytes(compiled.binary)
@@ -192,7 +198,7 @@ class Evaluator:
         self.runners.reap_dying()
         self.runners.await_ahead()
 
-    def _result(self, candidate: Candidate, compiled: nvcc.CompileResult, verdict: Verdict, session: Session,
+    def _result(self, candidate: Candidate, compiled: nvcc.CompileResult, verdict: Verdict, session: Session | None,
                 stages: Stages, gpu: GpuInfo, seconds: float) -> EvalResult:
         logs = [("compile", compiled.log)] if compiled.log else []
         logs += [(stage, text) for stage, text in stages.logs if text]
@@ -203,7 +209,7 @@ class Evaluator:
             counters=tuple(stages.counters.items()),
             stage_seconds=tuple((k, round(v, 4)) for k, v in stages.seconds.items()),
             reason=verdict.reason, resources=tuple(compiled.resources),
-            vendor_libraries=session.vendor_libraries)
+            vendor_libraries=session.vendor_libraries if session is not None else ())
 
     def close(self) -> None:
         """Stop the runners (also done at interpreter exit)."""

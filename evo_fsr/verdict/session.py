@@ -246,6 +246,7 @@ class Session:
         self._sweep()
         with self.stages.stage("quiet"):
             self.quiet()
+            self.runner.settle()
         for shape in self.shapes:
             self.where = f"benchmark shape {shape.label}"
             sb = self.bench.shape_bench(shape)
@@ -280,6 +281,7 @@ class Session:
                                              sb.clean_ms, floor, sb.library_ms, strict=timed.strict,
                                              single_floor_ms=single))
         self.stages.count("charged_shapes", charged)
+        self.stages.count("unsettled", self.runner.unsettled)     # a thread still ran after its stop
         flagged = [f"{t.shape_label}: {flag}" for t in timings for flag in t.flags]
         if flagged:
             self.stages.logs.append(("profile", "\n".join(flagged)))

@@ -180,12 +180,16 @@ def test_a_confined_runner_reads_its_sibling_baseline_runners_state(tmp_path: Pa
     'evo-fsr-baseline-' in its command line and time their bursts by its state in /proc/<pid>/stat.
     Here a decoy with such a command line, started by this process as the evaluator starts its
     runners, and the cases' own /proc code in a runner confined as candidates are: while the
-    decoy is found, the side channel is open (SECURITY.md: /proc/<pid>/cmdline stays readable)."""
+    decoy is found, the side channel is open.  Landlock now leaves a runner its own /proc/<pid>
+    and no other process's (confine.own_proc), so only a kernel without Landlock finds it
+    (xfail); the runner's own /proc/self/stat must stay readable."""
     probe = v2.wrap("relu", r'''
     int pids[64]; int k = adv_find_pids("evo-fsr-baseline-", adv_getppid(), pids, 64);
     FILE* f = fopen("proc_probe.txt", "w");
     if (!f) return 7;
-    fprintf(f, "ran %d\n", k);
+    FILE* own = fopen("/proc/self/stat", "rb");             // its own /proc/<pid> stays readable
+    fprintf(f, "ran %d self %d\n", k, own != 0);
+    if (own) fclose(own);
     for (int i = 0; i < k; ++i) { char s = 0; int pp = 0; adv_stat(pids[i], &s, &pp); fprintf(f, "%d %c %d\n", pids[i], s, pp); }
     fclose(f);
     return 0;''', v3.HOG)
@@ -197,13 +201,17 @@ def test_a_confined_runner_reads_its_sibling_baseline_runners_state(tmp_path: Pa
         out = _run_launch(tmp_path / "work", built.binary, RELU_ARGS, SandboxPolicy.for_candidate())
         report = tmp_path / "work" / "proc_probe.txt"
         assert out.get("rc") == 0 and report.is_file(), out          # the probe ran, confined
-        rows = [ln.split() for ln in report.read_text().splitlines()[1:]]
+        lines = report.read_text().splitlines()
+        rows = [ln.split() for ln in lines[1:]]
         found = {int(r[0]): r[1] for r in rows}
     finally:
         decoy.kill()
         decoy.wait()
+    assert lines[0].endswith("self 1"), lines[0]
     if decoy.pid in found:
         assert found[decoy.pid] in "SR", found
+        assert not str(out["status"].get("landlock", "")).startswith("on"), (
+            f"Landlock is on, yet the runner read its sibling's /proc/{decoy.pid}: {out['status']}")
         pytest.xfail(f"a confined runner found its sibling 'baseline runner' (pid {decoy.pid}, state "
                      f"{found[decoy.pid]}) in /proc: the hogs' side channel is open (confinement: {out['status']})")
 

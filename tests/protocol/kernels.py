@@ -170,3 +170,18 @@ int launch(const float* x, float* y, int n, void* stream) {
 ESCAPED_THREAD = JOINED_THREAD.replace("pthread_create(&t, 0, work, &j); pthread_join(t, 0);",
                                        "static struct job keep; keep = j; pthread_create(&t, 0, work, &keep); "
                                        "pthread_detach(t);")
+
+
+#: an honest relu that, from its first call on, leaves a host thread spinning for good: a stand-in
+#: for a candidate's thread that would watch (and slow) the trusted windows between its commands
+SPINNER = r"""
+#include <pthread.h>
+static volatile unsigned long spins = 0;
+static void* spin(void* arg) { for (;;) ++spins; return 0; }
+static int started = 0;
+int launch(const float* x, float* y, int n, void* stream) {
+    if (!started) { pthread_t t; started = 1; pthread_create(&t, 0, spin, 0); pthread_detach(t); }
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return 0;
+}
+"""

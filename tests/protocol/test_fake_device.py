@@ -163,6 +163,47 @@ def test_work_left_running_after_return_gains_nothing(slow_evaluator):
     assert result.status is not Status.OK or result.geomean_speedup < 1.3, result.summary
 
 
+def _cpu_ticks(pid: int) -> int:
+    """utime + stime of every thread of ``pid`` (clock ticks)."""
+    import os
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total
+
+
+def test_a_runner_runs_only_while_it_serves_a_command(evaluator, monkeypatch):
+    """A thread the candidate leaves spinning gets no CPU time between commands: the runner is
+    stopped after each reply (harness.py) and settled before anything else is timed.  Fails if
+    the runner is not stopped (the spinner burns ~8 ticks in 80 ms)."""
+    import time
+
+    from evo_fsr.runner import harness
+
+    real_settle = harness.RunnerProcess.settle
+    idle_ticks: list[int] = []
+
+    def settle_and_watch(self, timeout_s=harness.SETTLE_TIMEOUT_S):  # type: ignore[no-untyped-def]
+        settled = real_settle(self, timeout_s)
+        if len(idle_ticks) < 4 and len(os.listdir(f"/proc/{self.pid}/task")) >= 2:   # the spinner's runner
+            before = _cpu_ticks(self.pid)
+            time.sleep(0.08)
+            idle_ticks.append(_cpu_ticks(self.pid) - before)
+        return settled
+
+    import os
+    monkeypatch.setattr(harness.RunnerProcess, "settle", settle_and_watch)
+    result = judge(evaluator, kernels.SPINNER)
+    assert result.status is Status.OK, result.summary
+    assert dict(result.counters).get("unsettled") == 0
+    assert len(idle_ticks) == 4 and idle_ticks == [0, 0, 0, 0], idle_ticks
+
+
 def test_the_library_figure_is_the_lowest_round_not_the_first(evaluator, monkeypatch):
     """A slow first library round must not set the bar for the whole run (on an H100 one such
     round read cuDNN's stem at 0.18 ms instead of 0.099).  Fails if the library is timed once."""
