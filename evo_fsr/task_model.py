@@ -112,6 +112,9 @@ class Task:
     determinism: str = "bitwise"                   # bitwise | tolerance (task_inputs.py)
     timed_inputs: str = "mix"                      # mix | regenerate (task_inputs.py)
     bit_exact: bool = False                        # exact floats compared with their sign: -0.0 is not +0.0
+    # PTX instructions a candidate may not use (prefix -> why), e.g. cos.approx where the task asks
+    # for the accurate cosf (verdict/task_rules.py)
+    forbidden_ptx: tuple[tuple[str, str], ...] = ()
     validation_cases: tuple[str | None, ...] = ()  # the case each validation shape declares
     _module: list[ModuleType] = field(default_factory=list, compare=False, repr=False)
 

@@ -9,6 +9,7 @@ Arg, TaskError) live in task_model.py and are re-exported here.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -31,8 +32,26 @@ TASKS_PATH_ENV = "EVO_FSR_TASKS_PATH"
 
 _TOP_KEYS = {"name", "description", "precision", "tolerance", "signature", "derived", "validation",
              "benchmarks", "default_benchmark", "flops", "bytes", "notes",
-             "distributions", "determinism", "timed_inputs", "bit_exact"}
+             "distributions", "determinism", "timed_inputs", "bit_exact", "forbidden_ptx"}
 _ARG_KEYS = {"name", "role", "dtype", "shape", "value", "size"}
+
+
+_PTX_PREFIX_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$")
+
+
+def _parse_forbidden_ptx(file: Path, raw: Any) -> tuple[tuple[str, str], ...]:
+    """``forbidden_ptx``: a mapping of PTX instruction prefixes (``cos.approx``) to why the task
+    forbids them (verdict/task_rules.py)."""
+    if not isinstance(raw, Mapping):
+        raise TaskError(file, "forbidden_ptx", f"must map PTX instruction prefixes to reasons, not {raw!r}")
+    rules = []
+    for prefix, why in raw.items():
+        if not isinstance(prefix, str) or not _PTX_PREFIX_RE.match(prefix):
+            raise TaskError(file, f"forbidden_ptx.{prefix}", "is not a PTX instruction prefix such as cos.approx")
+        if not isinstance(why, str) or not why.strip():
+            raise TaskError(file, f"forbidden_ptx.{prefix}", "needs a reason (a non-empty string)")
+        rules.append((prefix, " ".join(why.split())))
+    return tuple(rules)
 
 
 def _parse_arg(file: Path, index: int, raw: Any) -> Arg:
@@ -159,13 +178,14 @@ def load_task(folder: Path | str) -> Task:
         raise TaskError(file, "bit_exact", f"{bit_exact!r} is not true or false")
     if bit_exact and precision != "exact":
         raise TaskError(file, "bit_exact", f"needs precision: exact (the task declares {precision!r})")
+    forbidden_ptx = _parse_forbidden_ptx(file, raw.get("forbidden_ptx", {}))
     task = Task(name=name, root=root, description=description, precision=precision,
                 tolerance=tuple(tolerance.items()), args=args, derived=derived,
                 validation=validation, benchmarks=tuple(benchmarks),
                 default_benchmark=default_benchmark, flops=flops, bytes=nbytes,
                 notes=str(raw.get("notes", "")), distributions=distributions,
                 determinism=determinism, timed_inputs=timed_inputs, bit_exact=bit_exact,
-                validation_cases=tuple(None if c is None else str(c) for c in validation_cases))
+                forbidden_ptx=forbidden_ptx, validation_cases=tuple(None if c is None else str(c) for c in validation_cases))
     _check_distributions(task, file)
     return task
 

@@ -64,6 +64,7 @@ class TaskBrief:
     validation: tuple[ShapeBrief, ...]
     baseline_id: str = ""                   # source id of the naive seed (the speedup baseline)
     notes: str = ""
+    forbidden_ptx: tuple[tuple[str, str], ...] = ()     # the task's PTX rules (verdict/task_rules.py)
 
     @classmethod
     def from_task(cls, task: Task, benchmark: str | None = None, shapes: tuple[Shape, ...] = ()) -> "TaskBrief":
@@ -82,7 +83,7 @@ class TaskBrief:
                    benchmark="custom" if shapes else (benchmark or task.default_benchmark),
                    shapes=tuple(brief(s, i) for i, s in enumerate(chosen)),
                    validation=tuple(brief(s, i) for i, s in enumerate(task.validation)),
-                   baseline_id=baseline, notes=(task.notes or "").strip())
+                   baseline_id=baseline, notes=(task.notes or "").strip(), forbidden_ptx=tuple(task.forbidden_ptx))
 
     def precision_text(self) -> str:
         tol = dict(self.tolerance)
@@ -109,6 +110,9 @@ class TaskBrief:
         """The task section of the system prompt (speed-of-light times when the GPU is known)."""
         parts = [f"Task {self.name}:\n{self.description}", f"Required entry point:\n{self.signature}",
                  self.precision_text(), self.shapes_text(gpu), FITNESS_TEXT]
+        if self.forbidden_ptx:
+            parts.append("Refused before it runs (the generated PTX is read, inline asm included): "
+                         + "; ".join(f"{prefix} ({why})" for prefix, why in self.forbidden_ptx) + ".")
         if self.notes:
             parts.append(f"Notes: {self.notes}")
         return "\n\n".join(parts)

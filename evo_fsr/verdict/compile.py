@@ -67,6 +67,7 @@ class CompileResult:
     cached: bool = False
     timed_out: bool = False
     resources: tuple[tuple[str, int], ...] = ()   # ptxas -v: registers, spill_stores_bytes, shared_bytes, ...
+    ptx_instructions: tuple[str, ...] = ()  # the distinct PTX instructions nvcc generated (task_rules.py)
 
 
 @functools.lru_cache(maxsize=None)
@@ -167,8 +168,12 @@ def trim_diagnostics(text: str, workdir: str | Path) -> str:
     return result[:MAX_DIAGNOSTIC_CHARS]
 
 
+#: Bumped when a compile result gains a field older cache entries lack (their keys then miss).
+CACHE_FORMAT = 2     # 2: ptx_instructions
+
+
 def cache_key(source: str, header: str, arch: str, extra_flags: tuple[str, ...] = ()) -> str:
-    material = json.dumps([source, header, arch, BASE_FLAGS, extra_flags, nvcc_version()])
+    material = json.dumps([source, header, arch, BASE_FLAGS, extra_flags, nvcc_version(), CACHE_FORMAT])
     return hashlib.sha256(material.encode()).hexdigest()
 
 
@@ -202,7 +207,8 @@ def _run_nvcc(nvcc: str, source: str, header: str, arch: str, key: str, timeout_
     with tempfile.TemporaryDirectory(prefix="evo-fsr-nvcc-") as work:
         Path(work, "kernel.cu").write_text(source)
         Path(work, "contract.h").write_text(header)
-        cmd = [nvcc, *BASE_FLAGS, f"-arch={arch}", "-include", "contract.h", *extra_flags,
+        # -keep: the intermediate files stay in the workdir, kernel.ptx among them (task_rules.py)
+        cmd = [nvcc, *BASE_FLAGS, f"-arch={arch}", "-include", "contract.h", *extra_flags, "-keep",
                "-o", "kernel.so", "kernel.cu"]
         start = time.perf_counter()
         outcome = run_sandboxed(cmd, cwd=work, timeout_s=timeout_s, policy=SandboxPolicy.for_compiler())
@@ -221,7 +227,29 @@ def _run_nvcc(nvcc: str, source: str, header: str, arch: str, key: str, timeout_
         if missing:
             return CompileResult(ok=False, key=key, arch=arch, seconds=seconds, log=missing)
         return CompileResult(ok=True, key=key, arch=arch, seconds=seconds, log=diagnostics, binary=binary,
-                             resources=resources)
+                             resources=resources, ptx_instructions=ptx_instructions(Path(work)))
+
+
+# one PTX statement (the text between ``;``, braces and line ends): an optional label, an optional
+# guard predicate, then the instruction with its modifiers
+_PTX_INSTRUCTION_RE = re.compile(r"^\s*(?:[\w$]+:\s*)?(?:@!?%?[\w$]+\s+)?([a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*)(?:\s|$)")
+
+
+def ptx_instructions(work: Path) -> tuple[str, ...]:
+    """The distinct instructions (with their modifiers: ``cos.approx.f32``) of every PTX file
+    nvcc kept in ``work``: inline ``asm`` included, since nvcc pastes it into the PTX."""
+    found: set[str] = set()
+    for ptx in sorted(work.glob("*.ptx")):
+        try:
+            text = ptx.read_text(errors="replace")
+        except OSError:
+            continue
+        text = re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.S)
+        for statement in re.split(r"[;{}\n]", text):
+            match = _PTX_INSTRUCTION_RE.match(statement)
+            if match:
+                found.add(match.group(1))
+    return tuple(sorted(found))
 
 
 _LAUNCH_PROBLEM_RE = re.compile(r'function "launch"|exports no `extern "C" launch`|'
@@ -262,7 +290,8 @@ def _cache_read(cache: Path, key: str) -> CompileResult | None:
         return None
     return CompileResult(ok=data["ok"], key=key, log=data["log"], seconds=0.0, arch=data["arch"],
                          binary=binary, cached=True,
-                         resources=tuple((str(k), int(v)) for k, v in data.get("resources", ())))
+                         resources=tuple((str(k), int(v)) for k, v in data.get("resources", ())),
+                         ptx_instructions=tuple(str(i) for i in data.get("ptx_instructions", ())))
 
 
 def _cache_write(cache: Path, result: CompileResult) -> None:
@@ -274,7 +303,8 @@ def _cache_write(cache: Path, result: CompileResult) -> None:
             tmp.replace(cache / f"{result.key}.so")
         tmp = cache / f"{result.key}.json.tmp{os.getpid()}"
         tmp.write_text(json.dumps({"ok": result.ok, "log": result.log, "arch": result.arch,
-                                   "seconds": result.seconds, "resources": [list(r) for r in result.resources]}))
+                                   "seconds": result.seconds, "resources": [list(r) for r in result.resources],
+                                   "ptx_instructions": list(result.ptx_instructions)}))
         tmp.replace(cache / f"{result.key}.json")
     except OSError as exc:  # a read-only or full cache must not fail the compile
         log.warning("compile cache not written (%s): %s", cache, exc)

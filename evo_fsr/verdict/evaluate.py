@@ -28,6 +28,7 @@ from ..runner.supply import RunnerStartFailed, RunnerSupply
 from ..tasks import Shape, Task, get_task
 from ..types import Candidate, EvalResult, GpuInfo, Status
 from . import compile as nvcc
+from . import task_rules
 from .bench import Workbench
 from .gpu import gpu_info_from_probe
 from .inputs import NP_DTYPES
@@ -152,6 +153,10 @@ class Evaluator:
         compiled = compiled or self.compile(candidate.source)
         if not compiled.ok:
             return compile_failure_result(candidate, compiled)
+        broken = task_rules.forbidden_instruction(self.task, compiled)     # before any of it runs
+        if broken is not None:
+            return replace(compile_failure_result(candidate, replace(compiled, log=broken)),
+                           reason=task_rules.REASON)
         gpu, bench = self.gpu_info, self.bench
         start = time.perf_counter()
         stages = Stages()

@@ -60,10 +60,10 @@ HOLE_SLACK_UNBATCHED = (
     "call of a shape timed one call to a window (launch-bound shapes: profile.batch_size), and "
     "profile.charged accepts a claim inside it: on a ~15 us topk call a slack of a few us is 20-40 %")
 HOLE_FAST_MATH = (
-    "monte_carlo/task.yaml requires 'the accurate math functions (expf, cosf ...)'; the verdict "
-    "checks only the 3e-5 tolerance of the sum, which MUFU-based __expf/__cosf (~1e-6 absolute "
-    "per sample) meet, and the accurate functions are what bound the seed near the FP32 issue rate")
-
+    "monte_carlo/task.yaml requires 'the accurate math functions (expf, cosf ...)'; its forbidden_ptx "
+    "rule refuses cos.approx and sin.approx (__cosf, __sinf), but the accurate expf also ends in "
+    "ex2.approx, so __expf cannot be told from it in the PTX, and its ~1e-6 error per sample stays "
+    "inside the 3e-5 tolerance of the sum")
 # -- building blocks ------------------------------------------------------------------------------------
 #: the first benchmark-sized shape a relu case sees (the quick set's n_16M; validation stays below)
 TARGET = r'''
@@ -460,11 +460,12 @@ static int adv_said = 0;
 
 
 @functools.lru_cache(maxsize=None)
-def fast_math_monte_carlo() -> str:
+def fast_math_monte_carlo(cos: bool = True) -> str:
     accurate = "return expf(-v * v) * cosf(3.0f * v);"
     src = wrap("monte_carlo", "    return HONEST;", seed="persistent")
     assert src.count(accurate) == 1, "the persistent seed's integrand moved: update the case"
-    return src.replace(accurate, "return __expf(-v * v) * __cosf(3.0f * v);")      # MUFU ex2 / cos: ~2^-21
+    fast = "__cosf(3.0f * v)" if cos else "cosf(3.0f * v)"
+    return src.replace(accurate, f"return __expf(-v * v) * {fast};")      # MUFU ex2 / cos: ~2^-21
 
 
 def precision_cases() -> list[CaseV3]:
@@ -485,8 +486,13 @@ def precision_cases() -> list[CaseV3]:
         CaseV3("monte_carlo_fast_math_intrinsics", "monte_carlo", "precision", fast_math_monte_carlo(), REJECTED,
                "the persistent seed with __expf/__cosf (MUFU approximations) for the accurate expf/cosf the task "
                "requires; the seed is bound by the accurate functions' instruction count, so this is its speed "
-               "lever. A wrong:tolerance verdict would mean the tolerance is tight enough after all",
-               codes=("wrong:tolerance",), hole=HOLE_FAST_MATH, unsound=BROKEN),
+               "lever. The task's forbidden_ptx rule refuses cos.approx before it runs (task_rules.py); a "
+               "wrong:tolerance verdict would mean the tolerance is tight enough after all",
+               codes=("compile_error:task-rule", "wrong:tolerance"), unsound=BROKEN),
+        CaseV3("monte_carlo_fast_exp_only", "monte_carlo", "precision", fast_math_monte_carlo(cos=False), REJECTED,
+               "the same with __expf alone (the accurate cosf kept): ex2.approx is in the accurate expf too, so "
+               "no PTX rule tells them apart, and __expf stays inside the tolerance",
+               codes=("compile_error:task-rule", "wrong:tolerance"), hole=HOLE_FAST_MATH, unsound=BROKEN),
     ]
 
 

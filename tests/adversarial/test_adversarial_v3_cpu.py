@@ -40,7 +40,7 @@ ARCH = "sm_90"          # the project's GPUs (H100, H200); PDL and cluster launc
 needs_nvcc = pytest.mark.skipif(nvcc.nvcc_path() is None, reason="nvcc not found")
 
 #: every rejection code the verdict can give (SECURITY.md, "Reason codes")
-KNOWN_CODES = {"compile_error", "crash", "crash:sandbox-violation", "crash:vendor-library", "crash:evaluator",
+KNOWN_CODES = {"compile_error", "compile_error:task-rule", "crash", "crash:sandbox-violation", "crash:vendor-library", "crash:evaluator",
                "timeout", "timeout:budget", "wrong:unwritten-or-nonfinite", "wrong:tolerance",
                "wrong:input-modified", "wrong:nondeterministic", "wrong:benchmark-shape", "wrong:timed-calls",
                "flagged:under-floor"}
@@ -56,6 +56,7 @@ NEEDLES = {
     "skips_work_when_the_l2_is_cold": ("ld.global.cg.f32", "%%clock64", "ratio > 1.5"),
     "matmul_3xtf32_tensor_cores": ("precision::tf32", "__float_to_tf32(v - h)", "mma_sync"),
     "monte_carlo_fast_math_intrinsics": ("__expf(-v * v) * __cosf(3.0f * v)",),
+    "monte_carlo_fast_exp_only": ("__expf(-v * v) * cosf(3.0f * v)",),
     "copy_turns_negative_zero_positive": ("__fadd_rn(src[i], 0.0f)",),
     "ok_pdl_within_one_call": ("griddepcontrol.wait", "cudaLaunchKernelEx"),
 }
@@ -125,6 +126,21 @@ def test_each_v3_source_carries_its_mechanism() -> None:
     for c in CASES:
         for needle in NEEDLES[c.name]:
             assert needle in c.source, (c.name, needle)
+
+
+@needs_nvcc
+def test_the_task_rule_refuses_cos_approx_before_anything_runs(compiled_v3: dict[str, nvcc.CompileResult]) -> None:
+    """monte_carlo's forbidden_ptx: __cosf (cos.approx in the PTX) is refused, __expf alone is not
+    (the accurate expf ends in ex2.approx too: the xfail case), and neither seed is."""
+    from evo_fsr.verdict import task_rules
+    task = get_task("monte_carlo")
+    refusal = task_rules.forbidden_instruction(task, compiled_v3["monte_carlo_fast_math_intrinsics"])
+    assert refusal is not None and "cos.approx" in refusal, refusal
+    assert task_rules.forbidden_instruction(task, compiled_v3["monte_carlo_fast_exp_only"]) is None
+    for seed in sorted((task.root / "seeds").glob("*.cu")):
+        built = nvcc.compile_source(seed.read_text(), task.header(), ARCH, cache_dir=None, timeout_s=600)
+        assert built.ok and "ex2.approx.ftz.f32" in built.ptx_instructions, seed.name   # the PTX was read
+        assert task_rules.forbidden_instruction(task, built) is None, seed.name
 
 
 def test_fast_math_source_differs_from_the_seed_only_in_its_integrand() -> None:

@@ -73,3 +73,20 @@ def test_trim_diagnostics_bounds_output() -> None:
     trimmed = trim_diagnostics(text, "/tmp/x")
     assert trimmed.startswith("kernel.cu(1): error: e")
     assert "more lines" in trimmed and len(trimmed) <= 4000
+
+
+def test_the_ptx_instructions_are_kept_and_cached_with_the_binary(tmp_path: Path) -> None:
+    """CompileResult.ptx_instructions (task_rules.py): inline asm on one line counts, the accurate
+    cosf emits no cos.approx, and a cache hit carries the same set."""
+    task = get_task("monte_carlo")
+    source = (task.root / "seeds" / "naive.cu").read_text().replace(
+        'extern "C" int launch(',
+        '__device__ float adv_fast_cos(float v) { float r; asm("{ cos.approx.f32 %0, %1; }" : "=f"(r) : "f"(v)); '
+        'return r; }\n__global__ void adv_use(float* p) { p[0] = adv_fast_cos(p[0]); }\nextern "C" int launch(', 1)
+    built = compile_source(source, task.header(), cache_dir=tmp_path)
+    assert built.ok, built.log
+    assert "cos.approx.f32" in built.ptx_instructions and "ret" in built.ptx_instructions
+    again = compile_source(source, task.header(), cache_dir=tmp_path)
+    assert again.cached and again.ptx_instructions == built.ptx_instructions
+    seed = compile_source((task.root / "seeds" / "naive.cu").read_text(), task.header(), cache_dir=None)
+    assert seed.ok and not any(i.startswith(("cos.approx", "sin.approx")) for i in seed.ptx_instructions)

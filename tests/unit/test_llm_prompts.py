@@ -49,6 +49,13 @@ def test_brief_has_shape_sizes_precision_policy_and_fitness(brief, conv2d) -> No
     assert conv2d.signature() in text
 
 
+def test_brief_names_the_tasks_forbidden_ptx(brief) -> None:
+    from evo_fsr.tasks import get_task
+    text = TaskBrief.from_task(get_task("monte_carlo")).describe()
+    assert "Refused before it runs" in text and "cos.approx (" in text and "sin.approx (" in text
+    assert "Refused before it runs" not in brief.describe()          # conv2d has no PTX rule
+
+
 def test_brief_follows_the_chosen_benchmark_set(conv2d) -> None:
     quick = TaskBrief.from_task(conv2d, "quick").describe()
     assert "set quick" in quick and "conv4_x_b8: N=8 C=256" in quick and "conv2_x:" not in quick

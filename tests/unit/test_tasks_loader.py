@@ -59,6 +59,9 @@ def _copy_task(tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
     (lambda r: r.update(name="other"), "name", "must match the folder"),
     (lambda r: r.update(bit_exact=True), "bit_exact", "needs precision: exact"),
     (lambda r: r.update(bit_exact="yes"), "bit_exact", "not true or false"),
+    (lambda r: r.update(forbidden_ptx=["cos.approx"]), "forbidden_ptx", "must map"),
+    (lambda r: r.update(forbidden_ptx={"cos approx!": "why"}), "forbidden_ptx.cos approx!", "not a PTX instruction"),
+    (lambda r: r.update(forbidden_ptx={"cos.approx": " "}), "forbidden_ptx.cos.approx", "needs a reason"),
 ])
 def test_bad_task_yaml_names_file_key_and_problem(tmp_path: Path, edit, key: str, problem: str) -> None:  # type: ignore[no-untyped-def]
     folder = _copy_task(tmp_path, edit)
@@ -89,3 +92,28 @@ def test_parse_shape_from_command_line() -> None:
         task.parse_shape("N=1")
     with pytest.raises(TaskError, match="not a number"):
         task.parse_shape("N=x,C=3,H=8,W=8,K=4,R=3,S=3,pad=1,stride=2")
+
+
+def test_forbidden_ptx_is_parsed_and_monte_carlo_declares_it(tmp_path: Path) -> None:
+    folder = _copy_task(tmp_path, lambda r: r.update(forbidden_ptx={"sin.approx": "  the accurate\n sinf  "}))
+    assert load_task(folder).forbidden_ptx == (("sin.approx", "the accurate sinf"),)
+    assert {p for p, _ in get_task("monte_carlo").forbidden_ptx} == {"cos.approx", "sin.approx"}
+    assert get_task("conv2d").forbidden_ptx == ()
+
+
+def test_task_rules_name_the_instruction_and_read_the_binary() -> None:
+    """verdict/task_rules.forbidden_instruction on compile results made by hand: an instruction
+    with more modifiers than the prefix, a prefix as text in the shared object, and neither."""
+    from evo_fsr.verdict.compile import CompileResult
+    from evo_fsr.verdict.task_rules import forbidden_instruction
+    task = get_task("monte_carlo")
+    ok = CompileResult(ok=True, key="k", log="", seconds=0.0, arch="sm_90", binary=b"\x7fELF",
+                       ptx_instructions=("ex2.approx.ftz.f32", "fma.rn.f32"))
+    assert forbidden_instruction(task, ok) is None
+    assert forbidden_instruction(get_task("relu"), ok) is None
+    used = CompileResult(**{**ok.__dict__, "ptx_instructions": ("sin.approx.ftz.f32",)})
+    assert "sin.approx.ftz.f32" in (forbidden_instruction(task, used) or "")
+    jit = CompileResult(**{**ok.__dict__, "binary": b"\x7fELF...cos.approx.f32 %f1, %f2;..."})
+    assert "run time" in (forbidden_instruction(task, jit) or "")
+    near = CompileResult(**{**ok.__dict__, "ptx_instructions": ("cos.approxim",)})
+    assert forbidden_instruction(task, near) is None      # a prefix ends at a dot
