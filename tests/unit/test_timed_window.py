@@ -49,8 +49,14 @@ class StubSlot:
 
 
 class StubRunner:
+    settled = 0
+
     def send(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         return {"rc": 0, "last_error": 0, "event_ms": 0.5, "event_all_ms": 0.5, "host_ms": 0.6}
+
+    def settle(self) -> bool:       # harness.RunnerProcess: wait until the stopped runner is still
+        self.settled += 1
+        return True
 
 
 def test_the_private_inputs_are_made_before_the_window_opens() -> None:
@@ -58,8 +64,9 @@ def test_the_private_inputs_are_made_before_the_window_opens() -> None:
     window would then hold PENDING_S of the evaluator's own work."""
     memory = QueuedWorkMemory()
     slots = [StubSlot(memory, "a"), StubSlot(memory, "b")]
-    reply, times, captured = timed_batch(StubRunner(), slots, "candidate", [{}, {}], 5.0)
-    assert times is not None and times.calls == 2
+    runner = StubRunner()
+    reply, times, captured = timed_batch(runner, slots, "candidate", [{}, {}], 5.0)
+    assert times is not None and times.calls == 2 and runner.settled == 1
     assert memory.events[:2] == ["sync", "load a"], memory.events
     assert times.window_ms < PENDING_S * 1e3 / 2, times.window_ms
 
