@@ -95,26 +95,30 @@ class RunnerSupply:
             except OSError as exc:
                 errors.append(f"{type(exc).__name__}: {exc}")
                 continue
-            try:
-                spare[1].ready()
+            error = self._start_error(spare)
+            if error is None:
                 if attempt:
                     log.warning("a runner started on try %d of %d (before: %s)", attempt + 1, START_ATTEMPTS,
                                 "; ".join(errors))
                 return spare
-            except (RunnerDied, RunnerTimeout) as exc:
-                errors.append(str(exc))
-                self._discard(spare)
+            errors.append(error)
         raise RunnerStartFailed(f"no runner could be started in {START_ATTEMPTS} tries: {'; '.join(errors)}", None)
 
     def _up_or_discarded(self, spare: Spare) -> bool:
         """Wait for a runner started ahead; True when it is up, else it is discarded."""
+        error = self._start_error(spare)
+        if error is not None:
+            log.warning("a runner started ahead failed to start (%s); the next candidate starts its own", error)
+        return error is None
+
+    def _start_error(self, spare: Spare) -> str | None:
+        """Await ``spare``'s start-up: None when it is up, else why not (and it is discarded)."""
         try:
             spare[1].ready()
-            return True
+            return None
         except (RunnerDied, RunnerTimeout) as exc:
-            log.warning("a runner started ahead failed to start (%s); the next candidate starts its own", exc)
             self._discard(spare)
-            return False
+            return str(exc)
 
     def keep_ahead(self, count: int) -> None:
         """Start runners until ``count`` are ahead (at prepare, 1: the first candidate, or the

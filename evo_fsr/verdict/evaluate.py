@@ -71,11 +71,12 @@ class EvalConfig:
     baseline_source: str | None = None        # the kernel speedups are relative to (None: the naive seed)
 
 
-def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult) -> EvalResult:
+def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult,
+                           reason: str = "compile_error") -> EvalResult:
     first = compiled.log.strip().splitlines()[0] if compiled.log.strip() else "compile failed"
     return EvalResult(candidate_id=candidate.id, task=candidate.task, status=Status.COMPILE_ERROR,
                       summary=("compile timed out" if compiled.timed_out else f"compile error: {first}")[:300],
-                      logs=(("compile", compiled.log),), compile_seconds=compiled.seconds, reason="compile_error")
+                      logs=(("compile", compiled.log),), compile_seconds=compiled.seconds, reason=reason)
 
 
 class Evaluator:
@@ -155,8 +156,7 @@ class Evaluator:
             return compile_failure_result(candidate, compiled)
         broken = task_rules.forbidden_instruction(self.task, compiled)     # before any of it runs
         if broken is not None:
-            return replace(compile_failure_result(candidate, replace(compiled, log=broken)),
-                           reason=task_rules.REASON)
+            return compile_failure_result(candidate, replace(compiled, log=broken), task_rules.REASON)
         gpu, bench = self.gpu_info, self.bench
         start = time.perf_counter()
         stages = Stages()

@@ -9,7 +9,9 @@ polynomials after a range reduction and never emit those instructions.
 Checked: the PTX nvcc generated for the source (``CompileResult.ptx_instructions``, inline
 ``asm`` included), and the shared object's bytes for the prefix as text (PTX kept in a string
 and compiled at run time).  Not checked: PTX a candidate builds at run time from obfuscated
-text, and approximations written out in ordinary arithmetic (those answer to the tolerance).
+text, a cubin carried as bytes and loaded at run time (``cudaLibraryLoadData``: no compile-stage
+check sees its machine code), and approximations written out in ordinary arithmetic (those
+answer to the tolerance).
 ``expf`` cannot be told from ``__expf`` this way: the accurate one also ends in ``ex2.approx``.
 """
 from __future__ import annotations
