@@ -69,6 +69,8 @@ class Runtime:
         if len(handle) != IPC_HANDLE_BYTES:
             raise ValueError(f"an IPC handle has {IPC_HANDLE_BYTES} bytes, not {len(handle)}")
         path = handle.rstrip(b"\0").decode()
+        # the device's folder, for host kernels that model GPU work left queued (fake_device.BUSY_PREFIX)
+        os.environ.setdefault("EVO_FSR_FAKE_DEVICE_DIR", os.path.dirname(path))
         fd = os.open(path, os.O_RDWR)
         try:
             size = os.fstat(fd).st_size

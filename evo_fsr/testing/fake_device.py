@@ -19,6 +19,23 @@ if TYPE_CHECKING:
 
 FAKE_CUDART = Path(__file__).with_name("fake_cudart.py")
 HANDLE_BYTES = 64
+#: ``SharedFileMemory.probe_ms``: a file of this prefix and a live pid in the device folder (the
+#: runner's fake runtime names the folder in ``DEVICE_DIR_ENV``) is that process's queued GPU work
+BUSY_PREFIX = "busy-"
+BUSY_PROBE_MS = 2.1
+DEVICE_DIR_ENV = "EVO_FSR_FAKE_DEVICE_DIR"
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (or is stopped): neither gone nor a zombie."""
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
 
 
 class SharedFileMemory:
@@ -61,6 +78,15 @@ class SharedFileMemory:
 
     def flush_l2(self) -> None:
         self.flushes = getattr(self, "flushes", 0) + 1     # a host "device" has no L2 to flush; counted for tests
+
+    def probe_ms(self) -> float:
+        """The fake device's stand-in for GPU work still queued by another context: a file
+        ``busy-<pid>`` in this folder (``BUSY_PREFIX``) while process ``pid`` lives.  A probe then
+        takes a time slice (gpu_idle.py's measured 2.1 ms), else 10 us."""
+        for path in self.folder.glob(BUSY_PREFIX + "*"):
+            if _alive(int(path.name[len(BUSY_PREFIX):] or 0)):
+                return BUSY_PROBE_MS
+        return 0.01
 
     def close(self) -> None:
         self._maps.clear()

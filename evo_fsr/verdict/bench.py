@@ -29,6 +29,7 @@ from ..runner.sandbox import SandboxPolicy
 from ..runner.supply import scratch_root
 from ..tasks import Shape, Task
 from . import library
+from .gpu_idle import IdleGate
 from .inputs import Slot, TimedInputs, make_case, reference, timed_case
 from .memory import TrustedMemory
 from .profile import FUSABLE_FLOOR_MS, CallTimes, batch_size
@@ -67,8 +68,9 @@ class ShapeBench:
 
 
 def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list[dict[str, Any]],
-                timeout_s: float, flush: bool = True) -> tuple[dict[str, Any], CallTimes | None,
-                                                               list[dict[str, Any]] | None]:
+                timeout_s: float, flush: bool = True,
+                gate: Callable[[], None] | None = None) -> tuple[dict[str, Any], CallTimes | None,
+                                                                 list[dict[str, Any]] | None]:
     """Load each slot's inputs, flush the L2 (trusted side), have ``runner`` call ``lib`` on the
     slots one after the other, copy every output out.  The trusted window runs from the moment
     the first inputs start to become visible to the runner (work done by anything of the
@@ -86,9 +88,15 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     rejection whenever it happens.  Inside the window those copies, and a synchronize per buffer
     set, were 0.2 ms of a relu call's 0.3 ms of overhead on an H100 (16M elements, a 0.07 ms
     kernel): the overhead's drift, which the window bound cannot tell from escaped work, scales
-    with it."""
+    with it.
+
+    ``gate`` (the workbench's ``gpu_idle.IdleGate``) runs before the window opens: it waits until
+    no other context has work on the GPU (a candidate's kernel queued after its runner's last
+    synchronize would otherwise run into this window), or raises ``gpu_idle.GpuBusy``."""
     memory = slots[0].memory
     memory.synchronize()
+    if gate is not None:
+        gate()
     start = time.perf_counter()
     for slot, values in zip(slots, inputs, strict=True):
         slot.load(values, wait=False)
@@ -158,8 +166,10 @@ class Workbench:
 
     def __init__(self, task: Task, memory: TrustedMemory, job: Callable[[str], str], extra_files: tuple[Path, ...],
                  baseline_binary: Callable[[], bytes], clean_refresh: int, measure_library: bool,
-                 policy: SandboxPolicy | None = None) -> None:
+                 policy: SandboxPolicy | None = None, gpu_shared: bool = False) -> None:
         self.task, self.memory, self.policy = task, memory, policy
+        #: before every timed window, the candidate's included: no other context's work on the GPU
+        self.gate = IdleGate(memory.probe_ms, shared=gpu_shared)
         self._job, self._extra_files, self._baseline_binary = job, extra_files, baseline_binary
         self.clean_refresh, self.measure_library = clean_refresh, measure_library
         self._validation: dict[str, Slot] = {}
@@ -317,7 +327,7 @@ class Workbench:
     def _twin_window(self, twin: RunnerProcess, bench: ShapeBench, timeout_s: float) -> CallTimes:
         slots = bench.candidate_slots[:max(1, bench.batch)]
         inputs = [bench.inputs.next() for _ in slots]
-        reply, call, captured = timed_batch(twin, slots, "baseline", inputs, timeout_s)
+        reply, call, captured = timed_batch(twin, slots, "baseline", inputs, timeout_s, gate=self.gate)
         if call is None or captured is None:
             raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
         mapped_files(twin.pid)          # as the candidate's memory map is read after each call
@@ -334,7 +344,8 @@ class Workbench:
         """One timed window of the trusted baseline on the shape's batch of buffer sets (attached
         to ``runner``; ``calls``: the first so many, else the whole batch), each with fresh inputs."""
         slots = bench.baseline_slots[:calls or max(1, bench.batch)]
-        reply, call, _ = timed_batch(runner, slots, "baseline", [bench.inputs.next() for _ in slots], timeout_s)
+        reply, call, _ = timed_batch(runner, slots, "baseline", [bench.inputs.next() for _ in slots], timeout_s,
+                                     gate=self.gate)
         if call is None:
             raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
         return call

@@ -12,6 +12,7 @@ round trip through the runner's fake runtime).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -39,6 +40,7 @@ class TrustedMemory(Protocol):
     def copy(self, view: Any) -> Any: ...                     # a private copy of a view (stream-ordered)
     def synchronize(self) -> None: ...
     def flush_l2(self) -> None: ...
+    def probe_ms(self) -> float: ...                          # a tiny kernel, launch to sync (gpu_idle.py)
 
 
 #: Device allocations are whole multiples of this (the GPU's large-page size).
@@ -69,6 +71,7 @@ class CupyMemory:
                                "(or [cuda12] for a CUDA 12 driver)") from exc
         self.xp = cupy
         self._cupy = cupy
+        self._probe: Any = None
 
     def alloc(self, nbytes: int) -> Block:
         rt = self._cupy.cuda.runtime
@@ -114,6 +117,20 @@ class CupyMemory:
         candidate cannot skip it and run on inputs still hot in L2 from their upload."""
         empty_l2()
         self.synchronize()
+
+    def probe_ms(self) -> float:
+        """An empty kernel on CuPy's current stream, launch to synchronize, by the host clock
+        (gpu_idle.py: another context's work makes it wait for the GPU's time slice)."""
+        cupy = self._cupy
+        if self._probe is None:
+            self._probe = cupy.RawKernel('extern "C" __global__ void evo_fsr_idle_probe() {}', "evo_fsr_idle_probe")
+            self._probe((1,), (32,), ())                # compiled and loaded outside the timing
+            cupy.cuda.get_current_stream().synchronize()
+        stream = cupy.cuda.get_current_stream()
+        start = time.perf_counter()
+        self._probe((1,), (32,), ())
+        stream.synchronize()
+        return (time.perf_counter() - start) * 1e3
 
 
 def make_memory(kind: str = "cuda") -> TrustedMemory:

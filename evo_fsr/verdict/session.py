@@ -32,6 +32,7 @@ from ..tasks import Shape
 from ..types import GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
 from . import profile
 from .bench import Workbench, call_error, interleaved_windows, timed_batch
+from .gpu_idle import ATTRIBUTION_WAIT_S, SHARED_ENV, GpuBusy
 from .inputs import make_case, reference
 from .validate import check_call, check_outputs
 
@@ -125,6 +126,16 @@ class Session:
 
     # -- the stages ---------------------------------------------------------------------------
     def run(self) -> Verdict:
+        gate = self.bench.gate
+        waits, waited_s = gate.waits, gate.waited_s
+        try:
+            return self._run()
+        finally:
+            if gate.waits > waits:
+                self.stages.count("gpu_busy_waits", gate.waits - waits)
+                self.stages.seconds["gpu_busy_wait"] = gate.waited_s - waited_s
+
+    def _run(self) -> Verdict:
         try:
             with self.stages.stage("startup"):
                 self.runner.ready()
@@ -134,6 +145,8 @@ class Session:
             return self._benchmark()
         except _Stop as stop:
             return stop.verdict
+        except GpuBusy as exc:
+            return self._gpu_busy(exc)
         except ProtocolViolation as exc:
             return Verdict(Status.CRASH, f"crash: {exc} ({self.where})", "crash:sandbox-violation")
         except RunnerTimeout as exc:
@@ -146,6 +159,21 @@ class Session:
             return Verdict(Status.CRASH, f"crash: the evaluator failed while judging this candidate: "
                                          f"{type(exc).__name__}: {str(exc)[:200]} ({self.where})", "crash:evaluator")
 
+    def _gpu_busy(self, exc: GpuBusy) -> Verdict:
+        """A window found the GPU busy for the whole wait (gpu_idle.py).  Every trusted process
+        synchronizes before it replies, and the candidate's runner is stopped: kill it, and with
+        it its context and every kernel it left queued.  An idle GPU then says the work was the
+        candidate's; a GPU still busy, that another process shares it."""
+        self.runner.close(wait=True)
+        if self.bench.gate.idle_within(ATTRIBUTION_WAIT_S):
+            return Verdict(Status.FLAGGED, f"timing not credible: the candidate left GPU work running after its "
+                                           f"reply ({exc}; it ended when its process was killed) ({self.where})",
+                           "flagged:work-after-reply")
+        log.error("%s, and still after the candidate's runner was killed: another process is using this GPU", exc)
+        return Verdict(Status.CRASH, f"crash: {exc}, and still after the candidate's process was killed: another "
+                                     f"process is using this GPU, and no timing on it can be trusted "
+                                     f"({SHARED_ENV}=1 times anyway) ({self.where})", "crash:evaluator")
+
     def _call(self, slot: Any, inputs: dict[str, Any], command_s: float,
               flush: bool = True) -> tuple[Any, dict[str, Any]]:
         times, captured = self._timed([slot], [inputs], command_s, flush)
@@ -155,7 +183,8 @@ class Session:
                flush: bool = True) -> tuple[Any, list[dict[str, Any]]]:
         timeout = self._timeout(command_s)
         try:
-            reply, times, captured = timed_batch(self.runner, slots, "candidate", inputs, timeout, flush=flush)
+            reply, times, captured = timed_batch(self.runner, slots, "candidate", inputs, timeout, flush=flush,
+                                                 gate=self.bench.gate)
         except RunnerTimeout:
             if timeout < command_s:
                 raise _Stop(Verdict(Status.TIMEOUT, f"timeout: wall-clock budget of {self.cfg.candidate_budget_s:g} "

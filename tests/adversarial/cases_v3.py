@@ -11,6 +11,9 @@ Each case is a ``CaseV3`` (a ``CaseV2`` with three more fields, so v2's machiner
 - ``evidence``: substrings the runner's log (the candidate's stdout) must hold for the case to have
   exercised its mechanism (a detector that never fired, a patch that did not apply, a hog that
   never found its target: the verdict would then say nothing about the evaluator);
+- ``blocked``: run-log substrings that mean a confinement layer stopped the mechanism before it could
+  act (a hog that cannot see its target under Landlock): with that layer on, such a line stands in
+  for ``evidence`` (the exploit is closed earlier than the verdict); with it off, evidence is required;
 - ``unsound``: rejection codes that mean the case itself went wrong (e.g. a precision cheat that
   is designed to stay within the tolerance, rejected for ``wrong:tolerance``: a bug in the case).
 
@@ -45,6 +48,12 @@ class CaseV3(CaseV2):
     hole: str = ""                          # the hole it gets through (xfail reason), "" if caught
     evidence: tuple[str, ...] = ()          # run-log substrings: the mechanism really fired
     unsound: tuple[str, ...] = ()           # rejection codes meaning the case itself is broken
+    blocked: tuple[str, ...] = ()           # run-log substrings: Landlock stopped the mechanism first
+
+
+#: the hogs' line when a scan of /proc found no baseline runner (a later scan may still find it): Landlock leaves a runner its own
+#: /proc/<pid> and no other process's (confine.own_proc), so under it the side channel is closed
+PROC_BLOCKED = "adv-proc-hog: no baseline runner found in /proc"
 
 
 # -- the holes, as the GPU test's xfail reasons -----------------------------------------------------
@@ -54,7 +63,9 @@ HOLE_SINGLE_FLOOR = (
     "batch-fusing kernel towards zero.  A host thread timed by /proc can no longer do it (every runner "
     "is stopped between its commands, harness.py; v3's fused_batch_and_hogged_single_baseline); GPU "
     "work queued between the runner's device-wide synchronize and its stop still runs into the "
-    "baseline's windows (SECURITY.md; the clean-window fix 5b858bf was reverted in 1128528)")
+    "baseline's windows unless every window waits for an idle GPU (gpu_idle.py; v3's "
+    "fused_batch_and_gpu_work_after_reply).  The formula itself still trusts the baseline's windows: "
+    "a new way to slow them would reopen it (the clean-window fix 5b858bf was reverted in 1128528)")
 HOLE_SLACK_UNBATCHED = (
     "profile.credited_ms allows one standard error of the window (slack) below the window on every "
     "call of a shape timed one call to a window (launch-bound shapes: profile.batch_size), and "
@@ -145,7 +156,7 @@ static void* adv_hog_watch(void*) {
             if (adv_find_pids("evo-fsr-baseline-", adv_getppid(), &pid, 1) == 1) {
                 printf("adv-proc-hog: baseline runner pid %d (a sibling of this runner)\n", pid); fflush(stdout);
             } else {
-                if (++tries == 20) { printf("adv-proc-hog: no baseline runner found in /proc\n"); fflush(stdout); }
+                if (++tries == 1) { printf("adv-proc-hog: no baseline runner found in /proc\n"); fflush(stdout); }
                 pid = 0; adv_usleep(50000); continue;
             }
         }
@@ -174,6 +185,41 @@ static void adv_hog_start() {
 }
 '''
 HOG = POSIX + SPIN + PROC_HOG
+#: a kernel queued after the call: a helper thread, woken by each call it is asked to follow,
+#: waits for the harness stream's work to end (the runner's device-wide synchronize returns then),
+#: 30 us more, then launches a GPU-filling spin of ``ns`` on a stream of its own.  The runner
+#: replies and is stopped; the spin runs on into whatever window the evaluator opens next.
+AFTER_REPLY = POSIX + SPIN + r'''
+#include <cstdio>
+static cudaStream_t adv_after_target = 0;
+static volatile int adv_after_gen = 0;
+static volatile unsigned long long adv_after_ns = 0;
+static long adv_after_launched = 0;
+static void* adv_after_reply(void*) {
+    cudaStream_t own; cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking);
+    int sms = 0; cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    int seen = 0;
+    for (;;) {
+        while (adv_after_gen == seen) {}                    // spin: a sleep would wake after the stop
+        seen = adv_after_gen;
+        cudaStreamSynchronize(adv_after_target);           // the call's work has ended ...
+        adv_usleep(30);                                    // ... and the runner's synchronize has returned
+        adv_spin<<<sms * 4, 256, 0, own>>>(adv_after_ns);
+        long k = ++adv_after_launched;
+        if (k == 1 || k == 10 || k == 100) {
+            printf("adv-after-reply: %ld spins of %llu us queued after the call's stream finished\n", k,
+                   adv_after_ns / 1000ull); fflush(stdout);
+        }
+    }
+    return 0;
+}
+static void adv_after(cudaStream_t stream, unsigned long long ns) {
+    static int started = 0;
+    adv_after_target = stream; adv_after_ns = ns;
+    if (!started) { started = 1; adv_detached(adv_after_reply, 0); }
+    __atomic_add_fetch(&adv_after_gen, 1, __ATOMIC_SEQ_CST);
+}
+'''
 
 
 def narrow_honest() -> str:
@@ -206,6 +252,31 @@ def batch_cases() -> list[CaseV3]:
     return adv_covered ? 0 : adv_one(x, y, n, {NARROW_BLOCKS}, stream);''',
                          FUSED_PRELUDE + TARGET + HOG
                          + "static int adv_run = 0, adv_last = -1, adv_covered = 0, adv_said = 0;\n")
+    # the same fusion, the floor attacked from the GPU: the single windows go B C0 C1 B B C2 C3 B ...
+    # (session._single_call_floor: one baseline window a candidate window, before and after in
+    # turn), so after every odd single window of its own the next window is the baseline's, which a
+    # 1 ms spin queued after the reply slows
+    fused_after = wrap("relu", f'''
+    if (!adv_is_target(n)) return HONEST;
+    int i = adv_index(x, y);
+    if (i < 0) return HONEST;
+    adv_run = i == 0 ? (adv_last == 0 ? adv_run + 1 : 1) : 0;    // consecutive calls of set 0: single windows
+    adv_last = i;
+    if (adv_cycle == 0 && i == 0 && adv_nseen > 1) adv_cycle = adv_nseen;
+    if (i == 0) {{
+        adv_covered = 0;
+        if (adv_cycle > 1 && adv_run >= 2 && adv_run % 2 == 0) adv_after(stream, 1000000ull);   // odd single window
+        if (adv_cycle > 1 && adv_run < 2) {{
+            adv_relu_sets<<<dim3({NARROW_BLOCKS}, adv_cycle), 256, 0, stream>>>(adv_seen, (long long)n);
+            adv_covered = 1;
+            if (!adv_said) {{ adv_said = 1; printf("adv-fused: %d buffer sets computed by each window's first launch\\n", adv_cycle); fflush(stdout); }}
+            return (int)cudaGetLastError();
+        }}
+        return adv_one(x, y, n, {NARROW_BLOCKS}, stream);
+    }}
+    return adv_covered ? 0 : adv_one(x, y, n, {NARROW_BLOCKS}, stream);''',
+                       FUSED_PRELUDE + TARGET + AFTER_REPLY
+                       + "static int adv_run = 0, adv_last = -1, adv_covered = 0, adv_said = 0;\n")
     pdl = wrap("relu", f'''
     if (!adv_is_target(n)) return HONEST;
     cudaLaunchConfig_t cfg = {{}};
@@ -238,7 +309,15 @@ static int adv_said = 0;
                # windows (every runner is stopped between its commands, harness.py), so the burst
                # line is not required
                evidence=("adv-fused:", "adv-proc-hog: baseline runner pid"),
-               unsound=BROKEN),
+               blocked=(PROC_BLOCKED,), unsound=BROKEN),
+        CaseV3("fused_batch_and_gpu_work_after_reply", "relu", "batch", fused_after, NO_SPEEDUP,
+               "the fused batch above, with the single-call floor attacked from the GPU instead of the host: "
+               "after each single window that a baseline window follows, a helper thread waits for the "
+               "call's stream to finish and queues a 1 ms GPU-filling spin, which runs on after the runner "
+               "is stopped, into the baseline's window (every window now waits for an idle GPU: gpu_idle.py; on an "
+               "H200 it read x0.05 against x0.045 with the gate off as well as on: a 1 ms spin was over before "
+               "the next window, so this stays a check that such work gains nothing)",
+               honest=narrow_honest(), evidence=("adv-fused:", "adv-after-reply:"), unsound=BROKEN),
         CaseV3("pdl_overlaps_the_calls_of_a_batch", "relu", "batch", pdl, NO_SPEEDUP,
                f"the same {NARROW_BLOCKS}-block kernel, each call launched with programmatic dependent launch and "
                "triggering its dependents at once: a window's k calls run side by side on the harness stream, "
@@ -259,7 +338,16 @@ def interference_cases() -> list[CaseV3]:
                "candidate's own window, this one lands in the baseline's windows; the speedup must not move "
                "(summarise: the baseline's time is the lower of its interleaved and clean medians)",
                honest="seed:naive", evidence=("adv-proc-hog: baseline runner pid",),
-               unsound=BROKEN),
+               blocked=(PROC_BLOCKED,), unsound=BROKEN),
+        CaseV3("gpu_work_outlives_the_reply", "relu", "interference", wrap("relu", '''
+    int rc = HONEST;
+    if (n >= (1 << 22) && !adv_once) { adv_once = 1; adv_after(stream, 20000000000ull); }   // 20 s
+    return rc;''', AFTER_REPLY + "static int adv_once = 0;\n"), REJECTED,
+               "the naive seed, and after its first benchmark call a 20 s GPU-filling spin queued once the "
+               "runner's synchronize has returned: every window after it, the baseline's too, would share the "
+               "GPU with it; the gate's wait runs out, the candidate's process is killed, the GPU goes idle, "
+               "so the work was the candidate's",
+               codes=("flagged:work-after-reply",), evidence=("adv-after-reply:",), unsound=BROKEN),
     ]
 
 
@@ -559,5 +647,5 @@ def build_cases() -> list[CaseV3]:
     return cases
 
 
-__all__ = ["BROKEN", "CaseV3", "MAX_SPEEDUP_OVER_HONEST", "MECHANISMS", "NO_SPEEDUP", "OK", "PROC_HOG", "HOG",
+__all__ = ["AFTER_REPLY", "BROKEN", "CaseV3", "MAX_SPEEDUP_OVER_HONEST", "MECHANISMS", "NO_SPEEDUP", "OK", "PROC_HOG", "HOG",
            "REJECTED", "TARGET", "build_cases", "honest_source", "narrow_honest"]

@@ -43,11 +43,15 @@ needs_nvcc = pytest.mark.skipif(nvcc.nvcc_path() is None, reason="nvcc not found
 KNOWN_CODES = {"compile_error", "compile_error:task-rule", "crash", "crash:sandbox-violation", "crash:vendor-library", "crash:evaluator",
                "timeout", "timeout:budget", "wrong:unwritten-or-nonfinite", "wrong:tolerance",
                "wrong:input-modified", "wrong:nondeterministic", "wrong:benchmark-shape", "wrong:timed-calls",
-               "flagged:under-floor"}
+               "flagged:under-floor", "flagged:work-after-reply"}
 #: what each source must contain for its case to be the cheat it says it is
 NEEDLES = {
     "fused_batch_and_hogged_single_baseline": ("adv_relu_sets<<<dim3(", "adv_hog_start()", "/proc/%d/stat",
                                                "evo-fsr-baseline-", "adv_getppid()", "adv_run < 2"),
+    "fused_batch_and_gpu_work_after_reply": ("adv_relu_sets<<<dim3(", "adv_after(stream, 1000000ull)",
+                                             "cudaStreamSynchronize(adv_after_target)", "adv_run % 2 == 0"),
+    "gpu_work_outlives_the_reply": ("adv_after(stream, 20000000000ull)", "cudaStreamSynchronize(adv_after_target)",
+                                    "cudaStreamNonBlocking"),
     "pdl_overlaps_the_calls_of_a_batch": ("cudaLaunchAttributeProgrammaticStreamSerialization",
                                           "griddepcontrol.launch_dependents"),
     "hogs_the_interleaved_baseline_via_proc": ("adv_hog_start()", "/proc/%d/stat", "cudaStreamQuery(s)"),

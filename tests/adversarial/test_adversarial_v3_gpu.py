@@ -7,7 +7,8 @@ result kept) through it.
   with a ``hole`` is marked xfail (strict=False): the assertion runs, and an XPASS says the hole
   was closed.
 - ``test_v3_case_ran_as_designed`` (never xfail): the case exercised its mechanism (its ``evidence``
-  in the runner's log) and was not rejected for a reason that means the case itself is broken
+  in the runner's log, or, under Landlock, its ``blocked`` line: confinement stopped it first) and was
+  not rejected for a reason that means the case itself is broken
   (``unsound``).  Read an outcome only next to this test's result.
 
 Differences from v2's settings: no library timing (context only, and torch's start-up), and every
@@ -26,6 +27,7 @@ from collections import defaultdict
 import pytest
 
 from evo_fsr.tasks import get_task
+from evo_fsr.runner import sandbox
 from evo_fsr.types import Candidate, EvalResult, Status
 from evo_fsr.verdict import compile as nvcc
 from evo_fsr.verdict.evaluate import Evaluator
@@ -36,6 +38,8 @@ from .test_adversarial_v2_gpu import SuiteV2, _detail, check_outcome, config
 pytestmark = pytest.mark.gpu
 
 CASES = v3.build_cases()
+#: a case's ``blocked`` line stands in for its evidence only where Landlock confines the runners
+LANDLOCK_ON = sandbox.kernel_support()["landlock_abi"] > 0 and sandbox.confinement_enabled()
 OVERRIDES = dict(library=False)
 
 
@@ -134,5 +138,8 @@ def test_v3_case_ran_as_designed(suite_v3: SuiteV3, name: str) -> None:
         return
     log = result.log("run")
     missing = [text for text in case.evidence if text not in log]
+    stopped = [text for text in case.blocked if text in log]
+    if missing and stopped and LANDLOCK_ON:
+        return                                        # confinement closed it before the verdict was needed
     assert not missing, (f"{name}: its mechanism did not fire (no {missing} in the run log), so its verdict "
                          f"({result.status.value} {result.rejection}) says nothing: {_detail(result)}")

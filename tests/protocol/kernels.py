@@ -185,3 +185,24 @@ int launch(const float* x, float* y, int n, void* stream) {
     return 0;
 }
 """
+
+#: relu that leaves "GPU work" queued after its first benchmark-shape call, as a kernel launched
+#: between the runner's synchronize and its stop would keep running: on the fake device, a file
+#: busy-<pid> in the device's folder while the runner lives (fake_device.SharedFileMemory.probe_ms)
+WORK_AFTER_REPLY = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static int queued = 0;
+int launch(const float* x, float* y, int n, void* stream) {
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    if (n == 20011 && !queued) {
+        const char* dir = getenv("EVO_FSR_FAKE_DEVICE_DIR");
+        char path[512];
+        snprintf(path, sizeof path, "%s/busy-%d", dir ? dir : ".", (int)getpid());
+        FILE* f = fopen(path, "w");
+        if (f) { fclose(f); queued = 1; }
+    }
+    return 0;
+}
+"""

@@ -4,6 +4,7 @@ here fails when the defence that produces it is removed (see each test's docstri
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 
@@ -202,6 +203,52 @@ def test_a_runner_runs_only_while_it_serves_a_command(evaluator, monkeypatch):
     assert result.status is Status.OK, result.summary
     assert dict(result.counters).get("unsettled") == 0
     assert len(idle_ticks) == 4 and idle_ticks == [0, 0, 0, 0], idle_ticks
+
+
+def test_gpu_work_left_running_after_the_reply_is_flagged(evaluator):
+    """A kernel queued after the runner's last synchronize runs on while the baseline is timed
+    (gpu_idle.py).  Every window waits for the GPU to be free of other contexts' work; work that
+    outlasts the wait and ends with the candidate's process is the candidate's.  Fails without the
+    gate (the windows open beside the work, and the verdict is OK)."""
+    result = judge(evaluator, kernels.WORK_AFTER_REPLY)
+    assert result.rejection == "flagged:work-after-reply", result.summary
+    assert "left GPU work running after its reply" in result.summary
+
+
+def test_a_gpu_another_process_keeps_busy_is_the_evaluators_failure(evaluator):
+    """Work that does not end with the candidate's process is another process's: the GPU is
+    shared and its timings are void, which is no verdict on the candidate.  Fails if every busy
+    GPU is blamed on the candidate."""
+    busy = evaluator.bench.memory.folder / f"busy-{os.getpid()}"      # this process: it outlives the runner
+    busy.touch()
+    try:
+        result = judge(evaluator, kernels.HONEST)
+    finally:
+        busy.unlink()
+    assert result.rejection == "crash:evaluator", result.summary
+    assert "another process is using this GPU" in result.summary
+    assert judge(evaluator, kernels.HONEST).status is Status.OK          # and the evaluator goes on
+
+
+def test_a_short_wait_for_the_gpu_is_waited_out_and_counted(evaluator, monkeypatch):
+    """Other work that ends within the wait only delays the window: the honest kernel stays OK
+    and the waits are counted.  Fails if a busy probe rejects at once or is not counted."""
+    probes = iter([2.1, 0.01, 2.1, 2.1])            # busy, then idle after a few rounds
+    monkeypatch.setattr(evaluator.bench.gate, "probe_ms", lambda: next(probes, 0.01))
+    result = judge(evaluator, kernels.HONEST)
+    assert result.status is Status.OK, result.summary
+    assert dict(result.counters).get("gpu_busy_waits", 0) >= 1, result.counters
+
+
+def test_a_gpu_marked_shared_opens_windows_unchecked(evaluator):
+    """``gpu_shared`` (or EVO_FSR_GPU_SHARED=1, for GPU test groups run side by side) turns the
+    gate off: the same kernel is then judged OK.  Fails if the switch does nothing."""
+    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, gpu_shared=True))
+    try:
+        result = judge(ev, kernels.WORK_AFTER_REPLY)
+    finally:
+        ev.close()
+    assert result.status is Status.OK, result.summary
 
 
 def test_the_library_figure_is_the_lowest_round_not_the_first(evaluator, monkeypatch):
