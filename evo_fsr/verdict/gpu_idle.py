@@ -10,7 +10,7 @@ candidate's window less the baseline's, and slowed baseline windows drive it to 
 
 The gate: before a window opens, the evaluator times a tiny kernel of its own, launch to
 synchronize, by the host clock.  Measured on an NVIDIA H200 (twenty-fifth session,
-``.probe/idle_probe.py``): on an idle GPU 10-25 us (the most of 600: 0.16 ms); with another
+``scripts/probe_gpu_idle.py``): on an idle GPU 10-25 us (the most of 600: 0.16 ms); with another
 process's kernel running, whether it fills the GPU or one block, or is a queue of 50 us kernels,
 2.1 ms every time (the time slice); beside a process that runs a 0.13 ms copy and synchronizes,
 0.19-0.38 ms.  A probe over ``BUSY_PROBE_MS`` reads "busy": ``PROBES`` fast probes in a row open
