@@ -12,7 +12,7 @@
                 llm_crossover: 0.1, llm_repair: 0.1}
     llm: {model: "", base_url: "", temperature: 0.7, ...}   # or models: [{model: fast}, {model: strong}]
     eval: {benchmark: "", shapes: [], validation_seeds: 2, max_trials: 30, compile_timeout_s: 180,
-           candidate_budget_s: 120, allow_vendor_libraries: false}
+           candidate_budget_s: 120, allow_vendor_libraries: false, gpu_shared: false}
     ray: {address: "", num_gpus: 0, hang_timeout_s: 1800}
 
 ``evolution.mode`` picks the loop's policy (search/policies.py): ``generational`` (breed a
@@ -156,6 +156,7 @@ class EvalSettings:
     compile_timeout_s: float = _EVAL_DEFAULTS.compile_timeout_s
     candidate_budget_s: float = _EVAL_DEFAULTS.candidate_budget_s     # wall clock per candidate
     allow_vendor_libraries: bool = _EVAL_DEFAULTS.allow_vendor_libraries   # cuBLAS & co (reported)
+    gpu_shared: bool = _EVAL_DEFAULTS.gpu_shared   # other processes use the GPUs: no idle gate (gpu_idle.py)
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,8 @@ def gpu_backend(config: RunConfig, task: Task) -> EvalBackend:
     eval_config = EvalConfig(benchmark=benchmark, shapes=shapes, validation_seeds=config.eval.validation_seeds,
                              max_trials=config.eval.max_trials, compile_timeout_s=config.eval.compile_timeout_s,
                              candidate_budget_s=config.eval.candidate_budget_s,
-                             allow_vendor_libraries=config.eval.allow_vendor_libraries)
+                             allow_vendor_libraries=config.eval.allow_vendor_libraries,
+                             gpu_shared=config.eval.gpu_shared)
     pool = GpuPool(TaskEvaluatorFactory(task.name, eval_config),
                    compile_fn=NvccCompile(task.header(), timeout_s=config.eval.compile_timeout_s,
                                           allow_vendor_libraries=config.eval.allow_vendor_libraries),

@@ -72,3 +72,10 @@ def test_api_key_is_redacted_and_config_is_frozen() -> None:
     with pytest.raises(Exception):
         config.pop = 3  # type: ignore[misc]
     assert isinstance(config, RunConfig)
+
+
+def test_a_shared_gpu_is_a_config_key_of_eval():
+    """``eval.gpu_shared`` turns the idle gate off (verdict/gpu_idle.py); off unless set."""
+    from evo_fsr.config import load_config
+    assert load_config().eval.gpu_shared is False
+    assert load_config(sets=["eval.gpu_shared=true"]).eval.gpu_shared is True
