@@ -26,6 +26,11 @@ def child(kind):
     sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
     s = cp.cuda.Stream(non_blocking=True)
     a = cp.ones(64 << 20, cp.float32); b = cp.empty_like(a)
+    host = None
+    if kind == "h2d_copy_engine":
+        import numpy as np
+        mem = cp.cuda.alloc_pinned_memory(a.nbytes)
+        host = np.frombuffer(mem, np.float32, a.size)
     print("ready", flush=True)
     end = time.time() + 4.0
     while time.time() < end:
@@ -41,6 +46,12 @@ def child(kind):
                 copy((sms * 8,), (256,), (a, b, cp.int64(a.size))); s.synchronize()
             elif kind == "membound_nosync":
                 for _ in range(20): copy((sms * 8,), (256,), (a, b, cp.int64(a.size)))
+                s.synchronize()
+            elif kind == "d2d_copy_engine":       # cudaMemcpyAsync device to device: a copy engine, no kernel
+                for _ in range(20): cp.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, a.nbytes, 3, s.ptr)
+                s.synchronize()
+            elif kind == "h2d_copy_engine":       # pinned host to device
+                for _ in range(4): cp.cuda.runtime.memcpyAsync(b.data.ptr, host.ctypes.data, a.nbytes, 1, s.ptr)
                 s.synchronize()
 
 def main():
@@ -64,7 +75,10 @@ def main():
     for _ in range(50): probe_us(); window_ms()
     print(f"{'load':16s} {'p50us':>7s} {'p90':>7s} {'p99':>8s} {'max':>8s} {'>30us':>6s} {'>100':>6s} {'>300':>6s} | "
           f"{'max3_p10':>8s} {'max3_p50':>8s} | {'win_ev_ms':>9s} {'win_host':>8s}")
-    for kind in ["none", "spin_long", "spin_1block", "short_queue", "membound", "membound_nosync", "none"]:
+    # the copy-engine loads were added after the twenty-fifth session's run (not yet measured): the
+    # gate's kernel probe may not see copy-engine work that still takes memory bandwidth
+    for kind in ["none", "spin_long", "spin_1block", "short_queue", "membound", "membound_nosync",
+                 "d2d_copy_engine", "h2d_copy_engine", "none"]:
         proc = None
         if kind != "none":
             proc = subprocess.Popen([sys.executable, __file__, kind], stdout=subprocess.PIPE, text=True)
