@@ -7,6 +7,8 @@
 #   scripts/gpu_checks.sh sweep 1      # every seed through the benchmark sweep, half of the tasks (alone: it
 #   scripts/gpu_checks.sh sweep 2      #   holds every shape's buffers; ~9 min for all 21 tasks on an H100)
 #   scripts/gpu_checks.sh adversarial  # suites v3, batch fusion, v2 (verdict table printed) and v1 (~9 min)
+#   scripts/gpu_checks.sh idle         # the idle gate's probe beside other processes' kernels and
+#                                      # copies (probe_gpu_idle.py: gpu_idle.py's thresholds, ~1.5 min)
 #   scripts/gpu_checks.sh flush        # what each L2 flush leaves behind (probe_flush.py), and a
 #                                      # 1 us forger against its honest twin per flush (probe_forger.py)
 #   [TASKS="a b" TRIALS=30 LIMIT_S=500] scripts/gpu_checks.sh library   # families against the library,
@@ -93,6 +95,10 @@ adversarial)
     step "suite v2"; timeout 420 $P -s tests/adversarial/test_adversarial_v2_gpu.py > "$out/adv2.log" 2>&1
     grep -A70 "verdicts:" "$out/adv2.log" | grep -v "^\.\|^$" | head -n 70; tail -n 4 "$out/adv2.log"
     step "suite v1"; timeout 240 $P tests/adversarial/test_adversarial_gpu.py > "$out/adv1.log" 2>&1; tail -n 6 "$out/adv1.log"
+    ;;
+idle)
+    step "a tiny kernel's latency and a 1 ms window beside other processes' work"
+    timeout 240 python3 scripts/probe_gpu_idle.py 2>&1 | tee "$out/probe_gpu_idle.log" | tail -n 12
     ;;
 flush)
     step "L2 flushes: eviction, write-back, own cost"
