@@ -230,6 +230,22 @@ def test_a_gpu_another_process_keeps_busy_is_the_evaluators_failure(evaluator):
     assert judge(evaluator, kernels.HONEST).status is Status.OK          # and the evaluator goes on
 
 
+def test_a_busy_gpu_before_any_candidate_code_is_the_evaluators_failure(evaluator):
+    """The clean baseline and the calibration are timed before a candidate's code is loaded: a
+    GPU busy then is never the candidate's.  Fails if that wait's GpuBusy escapes evaluate() or
+    is charged to the candidate."""
+    ev = Evaluator(evaluator.task, evaluator.config)          # nothing timed yet: the calibration comes first
+    busy = ev.bench.memory.folder / f"busy-{os.getpid()}"
+    busy.touch()
+    try:
+        result = judge(ev, kernels.HONEST)
+    finally:
+        busy.unlink()
+        ev.close()
+    assert result.rejection == "crash:evaluator", result.summary
+    assert "before any of the candidate's code was loaded" in result.summary
+
+
 def test_a_short_wait_for_the_gpu_is_waited_out_and_counted(evaluator, monkeypatch):
     """Other work that ends within the wait only delays the window: the honest kernel stays OK
     and the waits are counted.  Fails if a busy probe rejects at once or is not counted."""
