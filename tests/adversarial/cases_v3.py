@@ -229,19 +229,21 @@ def narrow_honest() -> str:
                         f"    return adv_one(x, y, n, {NARROW_BLOCKS}, stream);", FUSED_PRELUDE + TARGET)
 
 
-# -- batch: the k calls of a window ---------------------------------------------------------------------
-def batch_cases() -> list[CaseV3]:
-    fused_and_hog = wrap("relu", f'''
+def fused_relu(before_set0: str, in_set0: str, prelude: str) -> str:
+    """Relu on the benchmark shape, every buffer set of a window computed by its first launch
+    (NARROW_BLOCKS blocks a set) once the sets have come round, one set in the single-call windows
+    (told by set 0 coming twice in a row), with ``before_set0`` run on every call once the sets are
+    known and ``in_set0`` on every call of set 0 (the attack on the single windows)."""
+    return wrap("relu", f'''
     if (!adv_is_target(n)) return HONEST;
     int i = adv_index(x, y);
     if (i < 0) return HONEST;
     adv_run = i == 0 ? (adv_last == 0 ? adv_run + 1 : 1) : 0;    // consecutive calls of set 0: single windows
     adv_last = i;
     if (adv_cycle == 0 && i == 0 && adv_nseen > 1) adv_cycle = adv_nseen;   // the first set came round again
-    if (adv_cycle > 1) adv_hog_start();                           // timing has begun: hog the baseline's windows
-    if (i == 0) {{
+{before_set0}    if (i == 0) {{
         adv_covered = 0;
-        if (adv_cycle > 1 && adv_run < 2) {{                      // a batched window (or the first single one)
+{in_set0}        if (adv_cycle > 1 && adv_run < 2) {{                      // a batched window (or the first single one)
             adv_relu_sets<<<dim3({NARROW_BLOCKS}, adv_cycle), 256, 0, stream>>>(adv_seen, (long long)n);
             adv_covered = 1;
             if (!adv_said) {{ adv_said = 1; printf("adv-fused: %d buffer sets computed by each window's first launch\\n", adv_cycle); fflush(stdout); }}
@@ -250,33 +252,19 @@ def batch_cases() -> list[CaseV3]:
         return adv_one(x, y, n, {NARROW_BLOCKS}, stream);
     }}
     return adv_covered ? 0 : adv_one(x, y, n, {NARROW_BLOCKS}, stream);''',
-                         FUSED_PRELUDE + TARGET + HOG
-                         + "static int adv_run = 0, adv_last = -1, adv_covered = 0, adv_said = 0;\n")
+                FUSED_PRELUDE + TARGET + prelude + "static int adv_run = 0, adv_last = -1, adv_covered = 0, adv_said = 0;\n")
+
+
+# -- batch: the k calls of a window ---------------------------------------------------------------------
+def batch_cases() -> list[CaseV3]:
+    fused_and_hog = fused_relu("    if (adv_cycle > 1) adv_hog_start();          "
+                               "                 // timing has begun: hog the baseline's windows\n", "", HOG)
     # the same fusion, the floor attacked from the GPU: the single windows go B C0 C1 B B C2 C3 B ...
     # (session._single_call_floor: one baseline window a candidate window, before and after in
     # turn), so after every odd single window of its own the next window is the baseline's, which a
     # 1 ms spin queued after the reply slows
-    fused_after = wrap("relu", f'''
-    if (!adv_is_target(n)) return HONEST;
-    int i = adv_index(x, y);
-    if (i < 0) return HONEST;
-    adv_run = i == 0 ? (adv_last == 0 ? adv_run + 1 : 1) : 0;    // consecutive calls of set 0: single windows
-    adv_last = i;
-    if (adv_cycle == 0 && i == 0 && adv_nseen > 1) adv_cycle = adv_nseen;
-    if (i == 0) {{
-        adv_covered = 0;
-        if (adv_cycle > 1 && adv_run >= 2 && adv_run % 2 == 0) adv_after(stream, 1000000ull);   // odd single window
-        if (adv_cycle > 1 && adv_run < 2) {{
-            adv_relu_sets<<<dim3({NARROW_BLOCKS}, adv_cycle), 256, 0, stream>>>(adv_seen, (long long)n);
-            adv_covered = 1;
-            if (!adv_said) {{ adv_said = 1; printf("adv-fused: %d buffer sets computed by each window's first launch\\n", adv_cycle); fflush(stdout); }}
-            return (int)cudaGetLastError();
-        }}
-        return adv_one(x, y, n, {NARROW_BLOCKS}, stream);
-    }}
-    return adv_covered ? 0 : adv_one(x, y, n, {NARROW_BLOCKS}, stream);''',
-                       FUSED_PRELUDE + TARGET + AFTER_REPLY
-                       + "static int adv_run = 0, adv_last = -1, adv_covered = 0, adv_said = 0;\n")
+    fused_after = fused_relu("", "        if (adv_cycle > 1 && adv_run >= 2 && adv_run % 2 == 0) "
+                                 "adv_after(stream, 1000000ull);   // odd single window\n", AFTER_REPLY)
     pdl = wrap("relu", f'''
     if (!adv_is_target(n)) return HONEST;
     cudaLaunchConfig_t cfg = {{}};
