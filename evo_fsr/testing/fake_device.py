@@ -20,10 +20,9 @@ if TYPE_CHECKING:
 FAKE_CUDART = Path(__file__).with_name("fake_cudart.py")
 HANDLE_BYTES = 64
 #: ``SharedFileMemory.probe_ms``: a file of this prefix and a live pid in the device folder (the
-#: runner's fake runtime names the folder in ``DEVICE_DIR_ENV``) is that process's queued GPU work
+#: runner's fake runtime names the folder in EVO_FSR_FAKE_DEVICE_DIR) is that process's queued GPU work
 BUSY_PREFIX = "busy-"
 BUSY_PROBE_MS = 2.1
-DEVICE_DIR_ENV = "EVO_FSR_FAKE_DEVICE_DIR"
 
 
 def _alive(pid: int) -> bool:

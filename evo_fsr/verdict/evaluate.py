@@ -16,14 +16,12 @@ The protocol (SECURITY.md states it in full):
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
 
 from ..runner.sandbox import SandboxPolicy
 from ..runner.supply import RunnerStartFailed, RunnerSupply
@@ -73,18 +71,6 @@ class EvalConfig:
     baseline_source: str | None = None        # the kernel speedups are relative to (None: the naive seed)
     gpu_shared: bool = False                  # other processes use this GPU: no idle gate (gpu_idle.py;
                                               # also EVO_FSR_GPU_SHARED=1)
-
-
-@contextlib.contextmanager
-def gpu_idle_failure() -> Iterator[list[gpu_idle.GpuBusy]]:
-    """Catches ``GpuBusy`` from the trusted windows taken before a candidate's code is loaded
-    (the caller turns it into ``crash:evaluator``)."""
-    caught: list[gpu_idle.GpuBusy] = []
-    try:
-        yield caught
-    except gpu_idle.GpuBusy as exc:
-        log.error("%s before a candidate was loaded: is another process using this GPU?", exc)
-        caught.append(exc)
 
 
 def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult,
@@ -182,18 +168,19 @@ class Evaluator:
         with stages.stage("allocate"):
             bench.allocate(self.task.validation, self.bench_shapes if self.config.profile else (), sweep=True)
         if self.config.profile:
-            with stages.stage("clean_baseline"), gpu_idle_failure() as busy:   # no candidate code loaded now
-                self._quiet()
-                bench.refresh_clean(self.bench_shapes, self.config.clean_calls, self.config.benchmark_timeout_s,
-                                    floor_ms=lambda shape: speed_of_light_ms(self.task.flops_of(shape),
-                                                                             self.task.bytes_of(shape), gpu,
-                                                                             self.task.precision),
-                                    batch_max=self.config.batch_max, every=self.config.baseline_every,
-                                    fusable_floor_ms=self.config.fusable_floor_ms)
-            if busy:
-                verdict = Verdict(Status.CRASH, f"crash: before any of the candidate's code was loaded, {busy[0]}: "
-                                                f"another process is using this GPU, and no timing on it can be "
-                                                f"trusted ({gpu_idle.SHARED_ENV}=1 times anyway)", "crash:evaluator")
+            try:
+                with stages.stage("clean_baseline"):     # no candidate code is loaded anywhere now
+                    self._quiet()
+                    bench.refresh_clean(self.bench_shapes, self.config.clean_calls, self.config.benchmark_timeout_s,
+                                        floor_ms=lambda shape: speed_of_light_ms(self.task.flops_of(shape),
+                                                                                 self.task.bytes_of(shape), gpu,
+                                                                                 self.task.precision),
+                                        batch_max=self.config.batch_max, every=self.config.baseline_every,
+                                        fusable_floor_ms=self.config.fusable_floor_ms)
+            except gpu_idle.GpuBusy as exc:         # nothing of the candidate's exists yet: not its failure
+                log.error("%s before a candidate was loaded: is another process using this GPU?", exc)
+                verdict = Verdict(Status.CRASH, gpu_idle.shared_gpu(exc, "before any of the candidate's code was "
+                                                                         "loaded"), "crash:evaluator")
                 return self._result(candidate, compiled, verdict, None, stages, gpu, time.perf_counter() - start)
         try:
             with stages.stage("startup"):

@@ -57,6 +57,12 @@ class GpuBusy(Exception):
         self.probe_ms = probe_ms
 
 
+def shared_gpu(exc: GpuBusy, when: str) -> str:
+    """The summary of a busy GPU that is not the candidate's doing (``crash:evaluator``)."""
+    return (f"crash: {exc}, {when}: another process is using this GPU, and no timing on it can be trusted "
+            f"({SHARED_ENV}=1 times anyway)")
+
+
 def shared_from_env() -> bool:
     return os.environ.get(SHARED_ENV, "").lower() in ("1", "yes", "true", "on")
 
@@ -113,4 +119,4 @@ class IdleGate:
 
 
 __all__ = ["ATTRIBUTION_WAIT_S", "BUSY_PROBE_MS", "GpuBusy", "IDLE_WAIT_S", "IdleGate", "PROBES", "SHARED_ENV",
-           "shared_from_env", "wait_until_idle"]
+           "shared_from_env", "shared_gpu", "wait_until_idle"]

@@ -32,7 +32,7 @@ from ..tasks import Shape
 from ..types import GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
 from . import profile
 from .bench import Workbench, call_error, interleaved_windows, timed_batch
-from .gpu_idle import ATTRIBUTION_WAIT_S, SHARED_ENV, GpuBusy
+from .gpu_idle import ATTRIBUTION_WAIT_S, GpuBusy, shared_gpu
 from .inputs import make_case, reference
 from .validate import check_call, check_outputs
 
@@ -170,9 +170,8 @@ class Session:
                                            f"reply ({exc}; it ended when its process was killed) ({self.where})",
                            "flagged:work-after-reply")
         log.error("%s, and still after the candidate's runner was killed: another process is using this GPU", exc)
-        return Verdict(Status.CRASH, f"crash: {exc}, and still after the candidate's process was killed: another "
-                                     f"process is using this GPU, and no timing on it can be trusted "
-                                     f"({SHARED_ENV}=1 times anyway) ({self.where})", "crash:evaluator")
+        return Verdict(Status.CRASH, shared_gpu(exc, f"and still after the candidate's process was killed "
+                                                     f"({self.where})"), "crash:evaluator")
 
     def _call(self, slot: Any, inputs: dict[str, Any], command_s: float,
               flush: bool = True) -> tuple[Any, dict[str, Any]]:
