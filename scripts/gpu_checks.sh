@@ -9,6 +9,9 @@
 #   scripts/gpu_checks.sh adversarial  # suites v3, batch fusion, v2 (verdict table printed) and v1 (~9 min)
 #   scripts/gpu_checks.sh idle         # the idle gate's probe beside other processes' kernels and
 #                                      # copies (probe_gpu_idle.py: gpu_idle.py's thresholds, ~1.5 min)
+#   scripts/gpu_checks.sh launch_bound # topk's launch-bound shape: forgers against the honest seed at
+#                                      # launch_bound_factor 1 and 8 (probe_slack.py), and where the
+#                                      # window's spread comes from (probe_window_parts.py; ~3 min)
 #   scripts/gpu_checks.sh flush        # what each L2 flush leaves behind (probe_flush.py), and a
 #                                      # 1 us forger against its honest twin per flush (probe_forger.py)
 #   [TASKS="a b" TRIALS=30 LIMIT_S=500] scripts/gpu_checks.sh library   # families against the library,
@@ -99,6 +102,12 @@ adversarial)
 idle)
     step "a tiny kernel's latency and a 1 ms window beside other processes' work"
     timeout 240 python3 scripts/probe_gpu_idle.py 2>&1 | tee "$out/probe_gpu_idle.log" | tail -n 12
+    ;;
+launch_bound)
+    step "forgers on a launch-bound shape, at launch_bound_factor 1 and 8"
+    timeout 200 python3 scripts/probe_slack.py "${ROUNDS:-3}" 2>&1 | grep -v Warning | tee "$out/probe_slack.log" | tail -n 30
+    step "the parts of a launch-bound window"
+    timeout 150 python3 scripts/probe_window_parts.py 2>&1 | grep -v Warning | tee "$out/probe_window_parts.log" | tail -n 30
     ;;
 flush)
     step "L2 flushes: eviction, write-back, own cost"

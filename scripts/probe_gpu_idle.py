@@ -75,8 +75,9 @@ def main():
     for _ in range(50): probe_us(); window_ms()
     print(f"{'load':16s} {'p50us':>7s} {'p90':>7s} {'p99':>8s} {'max':>8s} {'>30us':>6s} {'>100':>6s} {'>300':>6s} | "
           f"{'max3_p10':>8s} {'max3_p50':>8s} | {'win_ev_ms':>9s} {'win_host':>8s}")
-    # the copy-engine loads were added after the twenty-fifth session's run (not yet measured): the
-    # gate's kernel probe may not see copy-engine work that still takes memory bandwidth
+    # the copy-engine loads (twenty-sixth session, H200): a device-to-device cudaMemcpyAsync held the
+    # probe at 1.88 ms (seen); a pinned host-to-device one left it at 22 us (not seen) and slowed the
+    # 1.4 ms window by 2.8 % (events) and 4 % (host clock)
     for kind in ["none", "spin_long", "spin_1block", "short_queue", "membound", "membound_nosync",
                  "d2d_copy_engine", "h2d_copy_engine", "none"]:
         proc = None

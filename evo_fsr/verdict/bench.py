@@ -39,6 +39,11 @@ log = logging.getLogger(__name__)
 
 #: Trusted baseline calls kept per shape for the calibration of the credited time.
 CALIBRATION_POOL = 64
+#: A launch-bound shape (timed one call to a window, ``profile.batch_size``) takes this many times
+#: the calibration windows and the timed calls of another: its windows are short, and one
+#: standard error of a window (the slack a claim may hide in) is a large share of a ~20 us call
+#: unless the medians are taken over many (``EvalConfig.launch_bound_factor``).
+LAUNCH_BOUND_FACTOR = 8
 
 
 @dataclass
@@ -56,6 +61,7 @@ class ShapeBench:
     clean_at_candidate: int = -1
     library_ms: float = 0.0
     batch: int = 0                  # launches per timed window; 0 until the first clean measurement
+    launch_bound: bool = False      # speed-of-light time under the fusable floor: one call a window, more windows
     sweep: dict[str, dict[str, Any]] = field(default_factory=dict)   # distribution -> inputs (device)
 
     @property
@@ -267,7 +273,8 @@ class Workbench:
     # -- clean baseline times and the calibration (no candidate code loaded anywhere) ----------
     def refresh_clean(self, shapes: tuple[Shape, ...], calls: int, timeout_s: float,
                       floor_ms: Callable[[Shape], float] = lambda shape: 0.0, batch_max: int = 1,
-                      every: int = 3, fusable_floor_ms: float = FUSABLE_FLOOR_MS) -> None:
+                      every: int = 3, fusable_floor_ms: float = FUSABLE_FLOOR_MS,
+                      launch_bound_factor: int = LAUNCH_BOUND_FACTOR) -> None:
         """Before a candidate's code is loaded, for every shape that has none or whose is
         ``clean_refresh`` candidates old: the calibration windows and the baseline's clean time
         (``calibration_round``); then the library's time, a round after those windows at every
@@ -276,7 +283,8 @@ class Workbench:
         0.099 (1.94x "of library" for 1.36x).  The first time, also the shape's batch size
         (``profile.batch_size``: from the window overhead of a few single calls and the library's
         time, else the speed-of-light floor; one call for a launch-bound shape, whose calls could
-        fuse) and its extra buffer sets."""
+        fuse) and its extra buffer sets.  A launch-bound shape takes ``launch_bound_factor`` times
+        ``calls`` calibration windows (``LAUNCH_BOUND_FACTOR``)."""
         for shape in shapes:
             bench = self.shape_bench(shape)
             if bench.clean_at_candidate >= 0 and self.candidates - bench.clean_at_candidate < self.clean_refresh:
@@ -290,9 +298,11 @@ class Workbench:
                 k = batch_size(overhead, bench.library_ms or floor, batch_max, floor_ms=floor,
                                fusable_floor_ms=fusable_floor_ms)
                 self._grow_batch(bench, k)
+                bench.launch_bound = k == 1 and 0 < floor < fusable_floor_ms
                 if k > 1:
                     log.info("%s: timed %d launches to a window (window overhead %.3f ms)", shape.label, k, overhead)
-            twin, base = self.calibration_round(bench, calls, every, timeout_s)
+            pool_calls = calls * max(1, launch_bound_factor) if bench.launch_bound else calls
+            twin, base = self.calibration_round(bench, pool_calls, every, timeout_s)
             if self.measure_library:
                 bench.library_ms = lower_positive(bench.library_ms, self._library_ms(bench))
             bench.calibration.extend(twin)

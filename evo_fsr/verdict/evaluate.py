@@ -29,7 +29,7 @@ from ..tasks import Shape, Task, get_task
 from ..types import Candidate, EvalResult, GpuInfo, Status
 from . import compile as nvcc
 from . import gpu_idle, task_rules
-from .bench import Workbench
+from .bench import LAUNCH_BOUND_FACTOR, Workbench
 from .gpu import gpu_info_from_probe
 from .inputs import NP_DTYPES
 from .memory import TrustedMemory, make_memory
@@ -53,6 +53,7 @@ class EvalConfig:
     time_budget_s: float = 2.0                # per shape: sets the number of timed calls, before timing
     batch_max: int = 8                        # launches per timed window for short kernels, at most
     fusable_floor_ms: float = FUSABLE_FLOOR_MS  # shapes with a speed-of-light time under this: never batched
+    launch_bound_factor: int = LAUNCH_BOUND_FACTOR  # such shapes: this many times max_trials and clean_calls
     min_windows: int = 16                     # timed windows per shape, at least
     baseline_every: int = 3                   # one interleaved baseline call per this many candidate calls
     clean_calls: int = 8                      # baseline calls per shape with no candidate code loaded
@@ -176,7 +177,8 @@ class Evaluator:
                                                                                  self.task.bytes_of(shape), gpu,
                                                                                  self.task.precision),
                                         batch_max=self.config.batch_max, every=self.config.baseline_every,
-                                        fusable_floor_ms=self.config.fusable_floor_ms)
+                                        fusable_floor_ms=self.config.fusable_floor_ms,
+                                        launch_bound_factor=self.config.launch_bound_factor)
             except gpu_idle.GpuBusy as exc:         # nothing of the candidate's exists yet: not its failure
                 log.error("%s before a candidate was loaded: is another process using this GPU?", exc)
                 verdict = Verdict(Status.CRASH, gpu_idle.shared_gpu(exc, "before any of the candidate's code was "

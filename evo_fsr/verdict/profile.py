@@ -44,7 +44,10 @@ Short kernels are timed in batches (``batch_size``): a window holds k launches o
 each with its own fresh inputs and each checked, so the window's overhead and ``slack_ms`` are
 shared by k calls and what a forger hides per call is ``slack_ms / k``; but not launch-bound
 shapes (speed-of-light time under ``FUSABLE_FLOOR_MS``), whose k calls a kernel could compute in
-the batch's first launch for about the price of one.  Medians (never per-call
+the batch's first launch for about the price of one; those take ``bench.LAUNCH_BOUND_FACTOR``
+times the timed calls and the calibration windows instead, since one standard error of their
+windows (the runner's round trip: a spread of 63-81 us around an 18.5 us topk call on an H200)
+is the slack.  Medians (never per-call
 maxima, which would charge honest kernels every scheduling hiccup).
 ``under-floor``: faster than max(bytes/roof, flops/peak) is not credible (``memory_roof_gbps``).
 """

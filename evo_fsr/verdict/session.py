@@ -288,9 +288,12 @@ class Session:
                 base_first = self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s)
             # the number of timed windows is fixed here, before any of them: as many calls as
             # the time budget allows within [min_trials, max_trials], k to a window, and never
-            # fewer than min_windows windows
+            # fewer than min_windows windows; a launch-bound shape (one call a window) up to
+            # launch_bound_factor times max_trials, so that the slack its claims may hide in
+            # (one standard error of the window's median) is a small share of its call
             per_call_s = (first.window_ms + base_first.window_ms / cfg.baseline_every) / 1e3 / k
-            calls = int(min(cfg.max_trials, max(cfg.min_trials, cfg.time_budget_s / max(per_call_s, 1e-6))))
+            most = cfg.max_trials * max(1, cfg.launch_bound_factor) if sb.launch_bound else cfg.max_trials
+            calls = int(min(most, max(cfg.min_trials, cfg.time_budget_s / max(per_call_s, 1e-6))))
             windows = max(cfg.min_windows, -(-calls // k))
             timed = profile.time_shape(lambda: self._timing_round(sb, slots, shape, xp, baseline, windows),
                                        sb.calibration)

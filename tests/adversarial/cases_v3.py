@@ -69,7 +69,10 @@ HOLE_SINGLE_FLOOR = (
 HOLE_SLACK_UNBATCHED = (
     "profile.credited_ms allows one standard error of the window (slack) below the window on every "
     "call of a shape timed one call to a window (launch-bound shapes: profile.batch_size), and "
-    "profile.charged accepts a claim inside it: on a ~15 us topk call a slack of a few us is 20-40 %")
+    "profile.charged accepts a claim inside it.  On an H200 the runner's round trip (~0.3 ms, a spread "
+    "of 43-88 us) sets a window spread of 63-81 us around an 18.5 us topk call: a slack of 40 us over "
+    "30 windows and a pool of 8, 11 us over eight times both (bench.LAUNCH_BOUND_FACTOR); a claim of "
+    "75 % read 1.34x at either count")
 HOLE_FAST_MATH = (
     "monte_carlo/task.yaml requires 'the accurate math functions (expf, cosf ...)'; its forbidden_ptx "
     "rule refuses cos.approx and sin.approx (__cosf, __sinf), but the accurate expf also ends in "
@@ -411,6 +414,7 @@ def forgery_cases() -> list[CaseV3]:
     }
     if (slot >= 0) adv_claim = adv_claims[slot];
     return HONEST;'''
+    half = FORGE.replace("#define ADV_FRACTION 0.75f", "#define ADV_FRACTION 0.50f")
     return [
         CaseV3("forges_within_one_slack_on_an_unbatched_shape", "topk", "forgery",
                wrap("topk", body, POSIX + FORGE, seed="radix_select"), NO_SPEEDUP,
@@ -419,6 +423,14 @@ def forgery_cases() -> list[CaseV3]:
                "launch-bound, timed one call to a window, so the window's allowance (one standard error, a few "
                "us) is not shared by k calls, and a claim inside it is credited as is (v2's forger works on a "
                "batched softmax shape, where it hides slack / 8)",
+               honest="seed:radix_select", hole=HOLE_SLACK_UNBATCHED, evidence=("adv-forge:",),
+               unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
+               x86_only=True),
+        CaseV3("forges_half_its_time_on_an_unbatched_shape", "topk", "forgery",
+               wrap("topk", body, POSIX + half, seed="radix_select"), NO_SPEEDUP,
+               "the same forger claiming 50 % of its time: on an H200 the window's spread on topk's quick shape "
+               "was 63-81 us around a ~0.9 ms overhead for an 18.5 us call, so even over eight times the windows "
+               "(bench.LAUNCH_BOUND_FACTOR) one standard error of the window bound is ~11 us, more than half the call",
                honest="seed:radix_select", hole=HOLE_SLACK_UNBATCHED, evidence=("adv-forge:",),
                unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
                x86_only=True),

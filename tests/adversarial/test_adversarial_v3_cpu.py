@@ -29,6 +29,7 @@ from evo_fsr.runner.sandbox import SandboxPolicy
 from evo_fsr.tasks import get_task
 from evo_fsr.verdict import compile as nvcc
 from evo_fsr.verdict import linkage, profile, validate
+from evo_fsr.verdict.evaluate import EvalConfig
 from evo_fsr.verdict.profile import CallTimes
 
 from . import cases_v2 as v2
@@ -57,6 +58,8 @@ NEEDLES = {
     "hogs_the_interleaved_baseline_via_proc": ("adv_hog_start()", "/proc/%d/stat", "cudaStreamQuery(s)"),
     "forges_within_one_slack_on_an_unbatched_shape": ("cudaEventElapsedTime", "adv_mprotect", "%%globaltimer",
                                                       "ADV_FRACTION 0.75f", "topk_radix"),
+    "forges_half_its_time_on_an_unbatched_shape": ("cudaEventElapsedTime", "adv_mprotect", "%%globaltimer",
+                                                   "ADV_FRACTION 0.50f", "topk_radix"),
     "skips_work_when_the_l2_is_cold": ("ld.global.cg.f32", "%%clock64", "ratio > 1.5"),
     "matmul_3xtf32_tensor_cores": ("precision::tf32", "__float_to_tf32(v - h)", "mma_sync"),
     "monte_carlo_fast_math_intrinsics": ("__expf(-v * v) * __cosf(3.0f * v)",),
@@ -280,23 +283,45 @@ def test_the_single_call_floor_survives_a_slowed_baseline() -> None:
                      f"fused kernel is credited {max(floor, fused_per_call):.3f} ms a call for 0.9 ms of work")
 
 
-def test_a_claim_inside_the_slack_gains_under_15_percent_on_an_unbatched_shape() -> None:
-    """The forger's arithmetic on a topk-like shape timed one call a window: a 15 us call, 0.30 ms of
-    window overhead with a spread of 15 us (an IQR of 20 us), 30 timed windows and a pool of 8 twin
-    windows (clean_calls), a 0.5 ms baseline call; the forger claims 75 % of its time."""
+def _forger_gain(fraction: float, factor: int, seeds: int = 20) -> float:
+    """A forger's median gain over the honest claim on topk's quick shape as an H200 timed it
+    (twenty-sixth session, ``scripts/probe_slack.py``): an 18.5 us call in windows of ~0.9 ms
+    overhead with a spread of 70 us (the pool's read 63-81 us), a naive baseline of 1.41 ms, and
+    the evaluator's counts for a launch-bound shape: max_trials and clean_calls (the pool of twin
+    windows) times ``factor``.  The forger claims ``fraction`` of its time."""
+    config = EvalConfig()
+    call_ms, overhead_ms, spread_ms, base_ms = 0.0185, 0.9, 0.070, 1.41
+    windows, pool_calls = config.max_trials * factor, config.clean_calls * factor
     gains = []
-    for seed in range(20):
+    for seed in range(seeds):
         rng = np.random.default_rng(seed)
-        pool = _windows(rng, 8, 0.5, 0.5, 0.30, 0.015)
+        pool = _windows(rng, pool_calls, base_ms, base_ms, overhead_ms, spread_ms)
 
         def credited(claim_ms: float) -> float:
             def timing_round() -> tuple[list[CallTimes], list[CallTimes]]:
-                return (_windows(rng, 30, claim_ms, 0.015, 0.30, 0.015),
-                        _windows(rng, 10, 0.5, 0.5, 0.30, 0.015))
+                return (_windows(rng, windows, claim_ms, call_ms, overhead_ms, spread_ms),
+                        _windows(rng, windows // config.baseline_every, base_ms, base_ms, overhead_ms, spread_ms))
             timed = profile.time_shape(timing_round, pool)
-            return profile.summarise("s", timed.candidate, timed.baseline, timed.calibration, 0.5, 0.0,
+            return profile.summarise("s", timed.candidate, timed.baseline, timed.calibration, base_ms, 0.0,
                                      strict=timed.strict).median_ms
-        gains.append(credited(0.015) / credited(0.75 * 0.015))
-    gain = float(np.median(gains))
+        gains.append(credited(call_ms) / credited(fraction * call_ms))
+    return float(np.median(gains))
+
+
+def test_a_claim_far_below_the_call_is_charged_on_an_unbatched_shape() -> None:
+    """A runner claiming 5 % of its time on a launch-bound shape: with the counts of other shapes
+    (30 windows, a pool of 8) the slack (~40 us on the H200) exceeds the whole 18.5 us call and the
+    claim is credited as is (20x); over launch_bound_factor times both it is charged."""
+    factor = EvalConfig().launch_bound_factor
+    assert _forger_gain(0.05, 1) > 10.0                  # the model shows the hole the factor closes
+    gain = _forger_gain(0.05, factor)
+    assert gain < 1.0, f"a claim of 5 % credited x{gain:.2f} the honest claim at launch_bound_factor {factor}"
+
+
+@pytest.mark.parametrize("fraction", [0.5, 0.75])
+def test_a_claim_inside_the_slack_gains_under_15_percent_on_an_unbatched_shape(fraction: float) -> None:
+    """The forger's arithmetic at the evaluator's counts for a launch-bound shape (``_forger_gain``)."""
+    gain = _forger_gain(fraction, EvalConfig().launch_bound_factor)
     if gain > v3.MAX_SPEEDUP_OVER_HONEST:
-        pytest.xfail(f"{v3.HOLE_SLACK_UNBATCHED}: a claim of 75 % is credited x{gain:.2f} the honest claim")
+        pytest.xfail(f"{v3.HOLE_SLACK_UNBATCHED}: a claim of {fraction:.0%} is credited x{gain:.2f} the honest claim")
+    print(f"a claim of {fraction:.0%} of an 18.5 us call: x{gain:.3f} the honest claim")

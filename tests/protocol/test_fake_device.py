@@ -24,7 +24,8 @@ def evaluator():
     shapes = (task.make_shape({"n": 20011}, "bench"),)
     config = EvalConfig(device="fake", shapes=shapes, probe_bytes=1 << 20, library=False, cache_dir=None,
                         min_trials=6, max_trials=6, time_budget_s=0.05, clean_calls=4, validation_seeds=1,
-                        candidate_budget_s=30.0, baseline_source=kernels.HONEST, batch_max=1, min_windows=6)
+                        candidate_budget_s=30.0, baseline_source=kernels.HONEST, batch_max=1, min_windows=6,
+                        fusable_floor_ms=0.0)     # the fake's floor (a CPU copy's) says nothing of launch-bound
     ev = Evaluator(task, config)
     yield ev
     ev.close()
@@ -39,6 +40,31 @@ def batched(evaluator):
                                                        fusable_floor_ms=0.0))
     yield ev
     ev.close()
+
+
+@pytest.fixture(scope="module")
+def launch_bound(evaluator):
+    """Every shape launch-bound (a fusable floor above any speed-of-light time): one call a
+    window, and the time budget wide enough for every call the factor allows."""
+    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, fusable_floor_ms=1e9, batch_max=4,
+                                                       time_budget_s=30.0))
+    yield ev
+    ev.close()
+
+
+def test_launch_bound_shapes_take_more_windows_and_a_larger_pool(launch_bound):
+    """Fails if a launch-bound shape is timed like any other (6 calls, a pool of 4): its slack,
+    one standard error of medians of so few short windows, would leave a forger a quarter of a
+    ~20 us call (v3 forges_within_one_slack_on_an_unbatched_shape, 1.32x on an H200)."""
+    result = judge(launch_bound, kernels.HONEST)
+    assert result.status is Status.OK, result.summary
+    bench = launch_bound.bench.shape_bench(launch_bound.bench_shapes[0])
+    factor = launch_bound.config.launch_bound_factor
+    assert factor >= 4 and bench.launch_bound and bench.batch == 1
+    assert len(bench.calibration) == 4 * factor                 # clean_calls twin windows, times the factor
+    counters = dict(result.counters)
+    assert counters["timed_calls"] == 6 * factor * (1 + counters["retimed_shapes"])
+    assert result.timings[0].trials in (6 * factor, 12 * factor)
 
 
 def test_short_kernels_are_timed_in_batches_and_every_call_is_checked(batched):
