@@ -6,7 +6,7 @@ the twin's, the baseline's) the L2 flush, the runner's round trip (``send``: SIG
 the Python runner, its reply, SIGSTOP), the runner's own ``host_ms`` inside it, and the rest.
 Variant ``spin``: the trusted side polls the reply pipe instead of sleeping in ``select``.
 Twenty-sixth session, NVIDIA H200: the round trip less host_ms was 250-320 us with a spread of
-43-88 us, nearly all of the window's spread (63-93 us); the flush's spread 4-5 us."""
+43-88 us, nearly all of the window's spread (63-93 us); the flush's spread 3.7-5.5 us."""
 import os
 import select
 import statistics
