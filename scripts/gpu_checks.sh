@@ -21,6 +21,8 @@
 #   TASKS="a b" REPEAT=5 scripts/gpu_checks.sh seeds   # every seed of the tasks on fresh input draws
 #   TASK=t VARIANTS="seed:s seed:s@K=V,K=V" scripts/gpu_checks.sh variants   # knob variants judged in
 #                                                          # one evaluate.py process (--trials 30)
+#   TASK=t VARIANTS="..." scripts/gpu_checks.sh inproc    # the same variants and the library timed alike in one
+#                                                          # process: no runner, no IPC, no window (probe_inproc.py)
 #   TASKS="a b" BUDGET_S=560 scripts/gpu_checks.sh evolve  # issue 13: a no-LLM evolve run per task
 #                                                          # (pop 16, 5 generations), one after another;
 #                                                          # RESUME=1: resume a run cut by an earlier call
@@ -178,6 +180,13 @@ variants)
         > "$out/variants_$TASK.log" 2>&1
     echo "exit $?"
     grep -vE "^\s*$|evaluation wall|^  shape" "$out/variants_$TASK.log" | tail -n 80
+    ;;
+inproc)
+    # a diagnostic beside `variants`: how much of a gap to the library is the kernel, how much the verdict's timing
+    step "${TASK:?TASK=name is required} in-process: ${VARIANTS:?VARIANTS=\"seed:NAME@KNOB=VALUE,... ...\" is required}"
+    # shellcheck disable=SC2086  # VARIANTS is a list of specs
+    timeout "${LIMIT_S:-200}" python3 scripts/probe_inproc.py --task "$TASK" --trials "${TRIALS:-60}" $VARIANTS \
+        2>&1 | tee "$out/inproc_$TASK.log" | grep -v "max |kernel"
     ;;
 evolve)
     # one task after another, each started only with at least MIN_S seconds of BUDGET_S left; a run

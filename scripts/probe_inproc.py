@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Run on a GPU host: a kernel and the library timed the same way, in one process.
+
+    python3 scripts/probe_inproc.py --task relu seed:vectorized seed:vectorized@CACHE=3 [--trials 60]
+        [--shapes default]
+
+A diagnostic, not a verdict: each kernel is compiled by the Compilation Verifier, loaded into
+this process (ctypes) and called on torch's buffers and stream exactly as verdict/library.py
+times the library: the evaluator's L2 flush, CUDA events around one call, the median; kernels
+and library interleaved call by call.  So "x of library" here has no runner, no CUDA IPC buffers
+and no window bound in it: set beside the verdict's "x of library" (bench_vs_library.py), it
+says how much of a gap is the kernel and how much is the way the verdict times it.  Each
+kernel's output is compared with the library's (max abs difference printed); nothing is
+validated: run untrusted kernels through scripts/evaluate.py, never through this script.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from evo_fsr.commands.evaluate import _load_source  # noqa: E402
+from evo_fsr.task_model import Task  # noqa: E402
+from evo_fsr.tasks import get_task  # noqa: E402
+from evo_fsr.verdict.compile import compile_source, detect_arch  # noqa: E402
+from evo_fsr.verdict.inputs import make_case  # noqa: E402
+from evo_fsr.verdict.l2_flush import empty_l2  # noqa: E402
+
+CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int32": ctypes.c_int, "int64": ctypes.c_longlong}
+TORCH_DTYPES = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64", "uint32": "int32",
+                "uint8": "uint8", "int8": "int8", "float16": "float16", "bfloat16": "bfloat16"}
+
+
+def load_kernel(task: Task, source: str, workdir: Path, label: str) -> ctypes.CDLL:
+    result = compile_source(source, task.header(), detect_arch() or "sm_90")
+    if not result.ok:
+        raise SystemExit(f"error: {label}: does not compile:\n{result.log}")
+    so = workdir / f"k{len(list(workdir.iterdir()))}.so"
+    so.write_bytes(result.binary)
+    lib = ctypes.CDLL(str(so))
+    lib.launch.restype = ctypes.c_int
+    return lib
+
+
+def call_args(task: Task, env: dict, buffers: dict, stream: int) -> list:
+    args: list = []
+    for arg in task.args:
+        if arg.role == "stream":
+            args.append(ctypes.c_void_p(stream))
+        elif arg.role == "scalar":
+            value = arg.value(env) if arg.value is not None else env[arg.name]
+            args.append(CTYPES[arg.dtype](value))
+        else:
+            args.append(ctypes.c_void_p(buffers[arg.name].data_ptr()))
+    return args
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", required=True)
+    parser.add_argument("kernels", nargs="+", help="seed:NAME[@KNOB=VALUE,...] or a .cu file")
+    parser.add_argument("--trials", type=int, default=60)
+    parser.add_argument("--shapes", default=None, help="benchmark set (default: the task's)")
+    args = parser.parse_args()
+    import torch  # noqa: PLC0415 - GPU host only
+
+    task = get_task(args.task)
+    library = getattr(task.reference_module, "library", None)
+    if library is None:
+        raise SystemExit(f"error: task {task.name} defines no library() in reference.py")
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = task.precision != "fp32_strict"
+    torch.backends.cudnn.benchmark = True
+    dev = torch.device("cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    print(f"# {torch.cuda.get_device_name()}  task {task.name}  trials {args.trials}")
+    with tempfile.TemporaryDirectory() as tmp:
+        kernels = []
+        for spec in args.kernels:
+            label, source = _load_source(task.seeds(), spec)
+            kernels.append((label, load_kernel(task, source, Path(tmp), label)))
+        for shape in task.benchmark(args.shapes):
+            env = shape.env
+            inputs = make_case(task, shape, seed=1)
+            tensors = {k: torch.from_numpy(np.ascontiguousarray(v)).to(dev) for k, v in inputs.items()}
+            with torch.no_grad():
+                want = library(tensors, env, torch)
+            buffers = dict(tensors)
+            for arg in task.args:
+                if arg.role in ("output", "workspace"):
+                    buffers[arg.name] = torch.empty(arg.numel(env), dtype=getattr(torch, TORCH_DTYPES[arg.dtype]), device=dev)
+            runs = [(label, lambda lib=lib: lib.launch(*call_args(task, env, buffers, stream))) for label, lib in kernels]
+            runs.append(("library", lambda: library(tensors, env, torch)))
+            for label, fn in runs:      # warm-up, and each kernel's output against the library's
+                for _ in range(3):
+                    rc = fn()
+                    if isinstance(rc, int) and rc != 0:
+                        raise SystemExit(f"error: {label}: launch returned {rc}")
+                torch.cuda.synchronize()
+                if label != "library":
+                    diffs = [float((buffers[k].reshape(v.shape).to(v.dtype) - v).abs().max()) for k, v in want.items()
+                             if k in buffers and v.numel() == buffers[k].numel()]
+                    print(f"  {shape.label} {label}: max |kernel - library| {max(diffs) if diffs else float('nan'):.3g}")
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            times: dict[str, list[float]] = {label: [] for label, _ in runs}
+            with torch.no_grad():
+                for trial in range(args.trials):
+                    order = runs if trial % 2 == 0 else runs[::-1]
+                    for label, fn in order:
+                        empty_l2(stream)
+                        start.record()
+                        fn()
+                        end.record()
+                        end.synchronize()
+                        times[label].append(start.elapsed_time(end))
+            lib_ms = statistics.median(times["library"])
+            nbytes = task.bytes_of(shape)
+            print(f"{shape.label}: library {lib_ms * 1e3:.1f} us ({nbytes / lib_ms / 1e6:.0f} GB/s)")
+            for label, _ in runs[:-1]:
+                ms = statistics.median(times[label])
+                print(f"  {label:50s} {ms * 1e3:8.1f} us {nbytes / ms / 1e6:6.0f} GB/s  x{lib_ms / ms:.3f} of library")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
