@@ -27,36 +27,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from evo_fsr.commands.evaluate import _load_source  # noqa: E402
+from evo_fsr.runner.runner import SCALAR_CTYPES  # noqa: E402
 from evo_fsr.task_model import Task  # noqa: E402
 from evo_fsr.tasks import get_task  # noqa: E402
 from evo_fsr.verdict.compile import compile_source, detect_arch  # noqa: E402
-from evo_fsr.verdict.inputs import make_case  # noqa: E402
+from evo_fsr.verdict.inputs import make_case, np_dtype, scalars_of  # noqa: E402
 from evo_fsr.verdict.l2_flush import empty_l2  # noqa: E402
 
-CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int32": ctypes.c_int, "int64": ctypes.c_longlong}
-TORCH_DTYPES = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64", "uint32": "int32",
-                "uint8": "uint8", "int8": "int8", "float16": "float16", "bfloat16": "bfloat16"}
-
-
-def load_kernel(task: Task, source: str, workdir: Path, label: str) -> ctypes.CDLL:
+def load_kernel(task: Task, source: str, so: Path, label: str) -> ctypes.CDLL:
     result = compile_source(source, task.header(), detect_arch() or "sm_90")
     if not result.ok:
         raise SystemExit(f"error: {label}: does not compile:\n{result.log}")
-    so = workdir / f"k{len(list(workdir.iterdir()))}.so"
     so.write_bytes(result.binary)
     lib = ctypes.CDLL(str(so))
     lib.launch.restype = ctypes.c_int
     return lib
 
 
-def call_args(task: Task, env: dict, buffers: dict, stream: int) -> list:
+def call_args(task: Task, scalars: dict, buffers: dict, stream: int) -> list:
+    """launch's arguments for one shape, built once (not inside the timed loop)."""
     args: list = []
     for arg in task.args:
         if arg.role == "stream":
             args.append(ctypes.c_void_p(stream))
         elif arg.role == "scalar":
-            value = arg.value(env) if arg.value is not None else env[arg.name]
-            args.append(CTYPES[arg.dtype](value))
+            args.append(SCALAR_CTYPES[arg.dtype](scalars[arg.name]))
         else:
             args.append(ctypes.c_void_p(buffers[arg.name].data_ptr()))
     return args
@@ -82,9 +77,9 @@ def main() -> int:
     print(f"# {torch.cuda.get_device_name()}  task {task.name}  trials {args.trials}")
     with tempfile.TemporaryDirectory() as tmp:
         kernels = []
-        for spec in args.kernels:
+        for i, spec in enumerate(args.kernels):
             label, source = _load_source(task.seeds(), spec)
-            kernels.append((label, load_kernel(task, source, Path(tmp), label)))
+            kernels.append((label, load_kernel(task, source, Path(tmp) / f"k{i}.so", label)))
         for shape in task.benchmark(args.shapes):
             env = shape.env
             inputs = make_case(task, shape, seed=1)
@@ -94,8 +89,9 @@ def main() -> int:
             buffers = dict(tensors)
             for arg in task.args:
                 if arg.role in ("output", "workspace"):
-                    buffers[arg.name] = torch.empty(arg.numel(env), dtype=getattr(torch, TORCH_DTYPES[arg.dtype]), device=dev)
-            runs = [(label, lambda lib=lib: lib.launch(*call_args(task, env, buffers, stream))) for label, lib in kernels]
+                    buffers[arg.name] = torch.empty(arg.numel(env), dtype=getattr(torch, np_dtype(arg.dtype).name), device=dev)
+            launch_args = call_args(task, scalars_of(task, shape), buffers, stream)
+            runs = [(label, lambda lib=lib: lib.launch(*launch_args)) for label, lib in kernels]
             runs.append(("library", lambda: library(tensors, env, torch)))
             for label, fn in runs:      # warm-up, and each kernel's output against the library's
                 for _ in range(3):
