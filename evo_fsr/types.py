@@ -104,6 +104,7 @@ class ShapeTiming:
     speed_of_light_ms: float            # max(bytes / bandwidth, flops / peak) on this GPU
     flags: tuple[str, ...] = ()         # reasons this timing is not credible
     library_ms: float = 0.0             # the vendor library (torch/cuDNN/cuBLAS) on this shape; 0: not measured
+    credited_by: str = ""               # the term that set median_ms (profile.CREDIT_TERMS); "": not recorded
 
     @property
     def of_library(self) -> float | None:

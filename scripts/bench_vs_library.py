@@ -7,11 +7,16 @@
 
 Per task and benchmark shape: the kernel's median ms, the naive seed's (interleaved with it in
 one runner process, as every verdict), the library's (torch: cuDNN / cuBLAS, timed in this process
-under the task's precision policy, TF32 off for fp32_strict; evo_fsr/verdict/library.py), the
+under the task's precision policy, TF32 off for fp32_strict, in the kernel's batch: as many calls
+after one flush as the verdict times the kernel to a window; evo_fsr/verdict/library.py), the
 speed-of-light floor, and the ratios: speedup over naive, "x of library" (library ms / kernel ms,
 above 1 = faster than the library) and the share of speed-of-light reached by the kernel and by
 the library, and the kernel's bytes per second as a share of the measured device-to-device copy
-(the task's bytes model; issue 13's target for bandwidth-bound tasks is 90 %).  Then the geomeans per task.
+(the task's bytes model; issue 13's target for bandwidth-bound tasks is 90 %), and which term set
+the kernel's credited time ("events" for an honest kernel whose claims held; "window",
+"window-strict", "window-ratio" or "single-call" where a bound of profile.py took over).  Then the
+geomeans per task, with how many shapes were timed again (retimed_shapes), had their claims set
+aside (charged_shapes) or had their single-call floor retaken (single_retimed).
 
 A kernel is a ``.cu`` file, a run directory (its ``best.cu``) or ``seed:NAME``; by default each
 task's seed families (each seed with knobs), else its naive seed.
@@ -32,7 +37,7 @@ from evo_fsr.types import EvalResult  # noqa: E402
 
 DEFAULT_TASKS = ("conv2d", "matmul", "attention")
 HEADER = ["task", "kernel", "shape", "status", "kernel ms", "naive ms", "library ms", "SOL ms",
-          "vs naive", "of library", "kernel % SOL", "library % SOL", "kernel % of copy"]
+          "vs naive", "of library", "kernel % SOL", "library % SOL", "kernel % of copy", "credited by"]
 
 
 def resolve_kernels(task: Task, spec: str | None) -> list[tuple[str, str]]:
@@ -76,7 +81,7 @@ def rows_for(task: str, label: str, result: EvalResult, library_ms: dict[str, fl
     ``bytes_by_shape`` (the task's bytes model per shape label) and ``copy_gbps`` (the evaluator's
     measured copy) give the "% of copy" cell."""
     if not result.timings:
-        return [[task, label, "-", result.status.value, "-", "-", "-", "-", "-", "-", "-", "-", result.summary[:60]]]
+        return [[task, label, "-", result.status.value, "-", "-", "-", "-", "-", "-", "-", "-", result.summary[:60], "-"]]
     rows = []
     for t in result.timings:
         lib = t.library_ms if t.library_ms > 0 else library_ms.get(t.shape_label)
@@ -84,15 +89,19 @@ def rows_for(task: str, label: str, result: EvalResult, library_ms: dict[str, fl
                      f"{t.baseline_median_ms:.4f}", f"{lib:.4f}" if lib else "-", f"{t.speed_of_light_ms:.4f}",
                      ratio(t.speedup), ratio(of_library(t, lib)), f"{100 * t.fraction_of_light:.1f}%",
                      f"{100 * t.speed_of_light_ms / lib:.1f}%" if lib else "-",
-                     of_copy((bytes_by_shape or {}).get(t.shape_label), t.median_ms, copy_gbps)])
+                     of_copy((bytes_by_shape or {}).get(t.shape_label), t.median_ms, copy_gbps),
+                     t.credited_by or "-"])
     return rows
 
 
 def geomean_line(task: str, label: str, result: EvalResult, library_ms: dict[str, float | None]) -> str:
     naive = result.geomean_speedup
     lib = geomean_of_library(result, library_ms)
+    counters = dict(result.counters)
+    retimed = {name: counters.get(name, 0) for name in ("retimed_shapes", "charged_shapes", "single_retimed")}
     return (f"{task} ({label}): geomean {ratio(naive, 3)} over naive, "
-            f"{ratio(lib)} of library" + ("" if lib is not None else " (library not measured on every shape)"))
+            f"{ratio(lib)} of library" + ("" if lib is not None else " (library not measured on every shape)")
+            + "; " + ", ".join(f"{name} {count}" for name, count in retimed.items()))
 
 
 def render(rows: Sequence[Sequence[str]], gpu: str, geomeans: Sequence[str], markdown: bool) -> str:

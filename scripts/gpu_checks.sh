@@ -21,7 +21,9 @@
 #   TASKS="a b" REPEAT=5 scripts/gpu_checks.sh seeds   # every seed of the tasks on fresh input draws
 #   TASK=t VARIANTS="seed:s seed:s@K=V,K=V" scripts/gpu_checks.sh variants   # knob variants judged in
 #                                                          # one evaluate.py process (--trials 30)
-#   TASK=t VARIANTS="..." scripts/gpu_checks.sh inproc    # the same variants and the library timed alike in one
+#   [TASK=t SEED=s REPS=8] scripts/gpu_checks.sh charges  # an honest seed judged REPS times: which term set each
+#                                                          # credit, and the parts of its windows (probe_charges.py)
+#   TASK=t VARIANTS="..." [BATCH=1,8] scripts/gpu_checks.sh inproc  # the same variants and the library timed alike in one
 #                                                          # process: no runner, no IPC, no window (probe_inproc.py)
 #   TASKS="a b" BUDGET_S=560 scripts/gpu_checks.sh evolve  # issue 13: a no-LLM evolve run per task
 #                                                          # (pop 16, 5 generations), one after another;
@@ -181,11 +183,18 @@ variants)
     echo "exit $?"
     grep -vE "^\s*$|evaluation wall|^  shape" "$out/variants_$TASK.log" | tail -n 80
     ;;
+charges)
+    # an honest seed judged REPS times in one evaluator: which term set each shape's credit, and
+    # where a charged round's windows spent their extra time (probe_charges.py)
+    step "${TASK:-dot_product} seed:${SEED:-persistent}, ${REPS:-8} evaluations: credits and window parts"
+    timeout "${LIMIT_S:-200}" python3 scripts/probe_charges.py --task "${TASK:-dot_product}" --seed "${SEED:-persistent}" \
+        --reps "${REPS:-8}" --trials "${TRIALS:-20}" --out "$out" 2>&1 | grep -v Warning | tee "$out/charges.log" | tail -n 60
+    ;;
 inproc)
     # a diagnostic beside `variants`: how much of a gap to the library is the kernel, how much the verdict's timing
     step "${TASK:?TASK=name is required} in-process: ${VARIANTS:?VARIANTS=\"seed:NAME@KNOB=VALUE,... ...\" is required}"
     # shellcheck disable=SC2086  # VARIANTS is a list of specs
-    timeout "${LIMIT_S:-200}" python3 scripts/probe_inproc.py --task "$TASK" --trials "${TRIALS:-60}" $VARIANTS \
+    timeout "${LIMIT_S:-200}" python3 scripts/probe_inproc.py --task "$TASK" --trials "${TRIALS:-60}" --batch ${BATCH:-1} $VARIANTS \
         2>&1 | tee "$out/inproc_$TASK.log" | grep -v "max |kernel"
     ;;
 evolve)

@@ -2,7 +2,7 @@
 """Run on a GPU host: a kernel and the library timed the same way, in one process.
 
     python3 scripts/probe_inproc.py --task relu seed:vectorized seed:vectorized@CACHE=3 [--trials 60]
-        [--shapes default]
+        [--shapes default] [--batch 1,8]
 
 A diagnostic, not a verdict: each kernel is compiled by the Compilation Verifier, loaded into
 this process (ctypes) and called on torch's buffers and stream exactly as verdict/library.py
@@ -12,6 +12,12 @@ and no window bound in it: set beside the verdict's "x of library" (bench_vs_lib
 says how much of a gap is the kernel and how much is the way the verdict times it.  Each
 kernel's output is compared with the library's (max abs difference printed); nothing is
 validated: run untrusted kernels through scripts/evaluate.py, never through this script.
+
+``--batch 1,8`` times each kernel and the library both ways: one call after the flush (as
+verdict/library.py timed the library until the twenty-eighth session), and K calls back to back
+on K buffer sets after one flush, per call (as the verdict times a short kernel: a batch of K
+launches to a window, bench.py).  A call after the flush leaves its outputs dirty in the L2 when
+its end event fires; in a batch, each later call pays for writing back its predecessor's.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ import ctypes
 import statistics
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -63,6 +70,8 @@ def main() -> int:
     parser.add_argument("kernels", nargs="+", help="seed:NAME[@KNOB=VALUE,...] or a .cu file")
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--shapes", default=None, help="benchmark set (default: the task's)")
+    parser.add_argument("--batch", type=lambda text: [int(k) for k in text.split(",")], default=[1],
+                        help="calls back to back after one flush, per timing, comma-separated (each a separate row)")
     args = parser.parse_args()
     import torch  # noqa: PLC0415 - GPU host only
 
@@ -76,51 +85,68 @@ def main() -> int:
     stream = torch.cuda.current_stream().cuda_stream
     print(f"# {torch.cuda.get_device_name()}  task {task.name}  trials {args.trials}")
     with tempfile.TemporaryDirectory() as tmp:
-        kernels = []
-        for i, spec in enumerate(args.kernels):
-            label, source = _load_source(task.seeds(), spec)
-            kernels.append((label, load_kernel(task, source, Path(tmp) / f"k{i}.so", label)))
+        specs = [_load_source(task.seeds(), spec) for spec in args.kernels]
+        with ThreadPoolExecutor(max_workers=8) as pool:     # nvcc runs, side by side
+            libs = list(pool.map(lambda i: load_kernel(task, specs[i][1], Path(tmp) / f"k{i}.so", specs[i][0]),
+                                 range(len(specs))))
+        kernels = [(label, lib) for (label, _), lib in zip(specs, libs)]
         for shape in task.benchmark(args.shapes):
             env = shape.env
             inputs = make_case(task, shape, seed=1)
-            tensors = {k: torch.from_numpy(np.ascontiguousarray(v)).to(dev) for k, v in inputs.items()}
+            most = max(args.batch)
+            sets = [{k: torch.from_numpy(np.ascontiguousarray(v)).to(dev) for k, v in inputs.items()}
+                    for _ in range(most)]                   # K buffer sets: same values, own memory
             with torch.no_grad():
-                want = library(tensors, env, torch)
-            buffers = dict(tensors)
-            for arg in task.args:
-                if arg.role in ("output", "workspace"):
-                    buffers[arg.name] = torch.empty(arg.numel(env), dtype=getattr(torch, np_dtype(arg.dtype).name), device=dev)
-            launch_args = call_args(task, scalars_of(task, shape), buffers, stream)
-            runs = [(label, lambda lib=lib: lib.launch(*launch_args)) for label, lib in kernels]
-            runs.append(("library", lambda: library(tensors, env, torch)))
+                want = library(sets[0], env, torch)
+            launch_sets = []
+            for tensors in sets:
+                buffers = dict(tensors)
+                for arg in task.args:
+                    if arg.role in ("output", "workspace"):
+                        buffers[arg.name] = torch.empty(arg.numel(env), dtype=getattr(torch, np_dtype(arg.dtype).name),
+                                                        device=dev)
+                launch_sets.append((buffers, call_args(task, scalars_of(task, shape), buffers, stream)))
+            kept: list = []     # the library's outputs of one timing: K calls hold K output buffers
+
+            def library_call(j: int) -> None:
+                kept.append(library(sets[j], env, torch))
+
+            runs = [(label, lambda j, lib=lib: lib.launch(*launch_sets[j][1])) for label, lib in kernels]
+            runs.append(("library", library_call))
+            buffers = launch_sets[0][0]
             for label, fn in runs:      # warm-up, and each kernel's output against the library's
                 for _ in range(3):
-                    rc = fn()
+                    rc = fn(0)
                     if isinstance(rc, int) and rc != 0:
                         raise SystemExit(f"error: {label}: launch returned {rc}")
+                kept.clear()
                 torch.cuda.synchronize()
                 if label != "library":
                     diffs = [float((buffers[k].reshape(v.shape).to(v.dtype) - v).abs().max()) for k, v in want.items()
                              if k in buffers and v.numel() == buffers[k].numel()]
                     print(f"  {shape.label} {label}: max |kernel - library| {max(diffs) if diffs else float('nan'):.3g}")
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            times: dict[str, list[float]] = {label: [] for label, _ in runs}
+            times: dict[tuple[str, int], list[float]] = {(label, k): [] for label, _ in runs for k in args.batch}
             with torch.no_grad():
                 for trial in range(args.trials):
                     order = runs if trial % 2 == 0 else runs[::-1]
-                    for label, fn in order:
-                        empty_l2(stream)
-                        start.record()
-                        fn()
-                        end.record()
-                        end.synchronize()
-                        times[label].append(start.elapsed_time(end))
-            lib_ms = statistics.median(times["library"])
+                    for k in args.batch:
+                        for label, fn in order:
+                            empty_l2(stream)
+                            start.record()
+                            for j in range(k):
+                                fn(j)
+                            end.record()
+                            end.synchronize()
+                            kept.clear()
+                            times[(label, k)].append(start.elapsed_time(end) / k)
             nbytes = task.bytes_of(shape)
-            print(f"{shape.label}: library {lib_ms * 1e3:.1f} us ({nbytes / lib_ms / 1e6:.0f} GB/s)")
-            for label, _ in runs[:-1]:
-                ms = statistics.median(times[label])
-                print(f"  {label:50s} {ms * 1e3:8.1f} us {nbytes / ms / 1e6:6.0f} GB/s  x{lib_ms / ms:.3f} of library")
+            for k in args.batch:
+                lib_ms = statistics.median(times[("library", k)])
+                print(f"{shape.label} batch {k}: library {lib_ms * 1e3:.1f} us ({nbytes / lib_ms / 1e6:.0f} GB/s) a call")
+                for label, _ in runs[:-1]:
+                    ms = statistics.median(times[(label, k)])
+                    print(f"  {label:50s} {ms * 1e3:8.1f} us {nbytes / ms / 1e6:6.0f} GB/s  x{lib_ms / ms:.3f} of library")
     return 0
 
 

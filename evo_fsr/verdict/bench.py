@@ -278,11 +278,13 @@ class Workbench:
         """Before a candidate's code is loaded, for every shape that has none or whose is
         ``clean_refresh`` candidates old: the calibration windows and the baseline's clean time
         (``calibration_round``); then the library's time, a round after those windows at every
-        refresh (two the first time), keeping the lowest round median: noise only slows a round,
+        refresh (two the first time), each timed in the shape's batch (``library.py``: as many
+        calls after one flush as the candidate's windows hold), keeping the lowest round median:
+        noise only slows a round,
         and one slow round, kept for a whole run, once read cuDNN's stem at 0.18 ms instead of
         0.099 (1.94x "of library" for 1.36x).  The first time, also the shape's batch size
         (``profile.batch_size``: from the window overhead of a few single calls and the library's
-        time, else the speed-of-light floor; one call for a launch-bound shape, whose calls could
+        time alone, else the speed-of-light floor; one call for a launch-bound shape, whose calls could
         fuse) and its extra buffer sets.  A launch-bound shape takes ``launch_bound_factor`` times
         ``calls`` calibration windows (``LAUNCH_BOUND_FACTOR``)."""
         for shape in shapes:
@@ -291,20 +293,21 @@ class Workbench:
                 continue
             if bench.batch == 0:
                 single = self._single_windows(bench, min(calls, 3), timeout_s)
-                if self.measure_library:
-                    bench.library_ms = lower_positive(bench.library_ms, self._library_ms(bench))
+                sizing_ms = self._library_ms(bench, 1) if self.measure_library else 0.0
                 overhead = statistics.median(t.window_ms - t.event_ms for t in single)
                 floor = floor_ms(shape)
-                k = batch_size(overhead, bench.library_ms or floor, batch_max, floor_ms=floor,
+                k = batch_size(overhead, sizing_ms or floor, batch_max, floor_ms=floor,
                                fusable_floor_ms=fusable_floor_ms)
                 self._grow_batch(bench, k)
                 bench.launch_bound = k == 1 and 0 < floor < fusable_floor_ms
+                if self.measure_library:        # the first of two rounds, in the shape's batch
+                    bench.library_ms = sizing_ms if k == 1 else self._library_ms(bench, k)
                 if k > 1:
                     log.info("%s: timed %d launches to a window (window overhead %.3f ms)", shape.label, k, overhead)
             pool_calls = calls * max(1, launch_bound_factor) if bench.launch_bound else calls
             twin, base = self.calibration_round(bench, pool_calls, every, timeout_s)
             if self.measure_library:
-                bench.library_ms = lower_positive(bench.library_ms, self._library_ms(bench))
+                bench.library_ms = lower_positive(bench.library_ms, self._library_ms(bench, max(1, bench.batch)))
             bench.calibration.extend(twin)
             bench.clean_ms = statistics.median(t.event_ms for t in twin + base) / twin[0].calls
             bench.clean_at_candidate = self.candidates
@@ -360,11 +363,13 @@ class Workbench:
             raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
         return call
 
-    def _library_ms(self, bench: ShapeBench) -> float:
+    def _library_ms(self, bench: ShapeBench, batch: int) -> float:
+        """The library's time a call, ``batch`` calls to a timing as the candidate's windows
+        (library.py; 1: alone, to size the batch)."""
         host = bench.inputs.first_base_host()
         xp = self.memory.xp
         expected = reference(self.task, {k: xp.asarray(v) for k, v in host.items()}, bench.shape, xp)
-        ms = library.library_median_ms(self.task, bench.shape, host, expected)
+        ms = library.library_median_ms(self.task, bench.shape, host, expected, batch=batch)
         return float(ms or 0.0)
 
     def close(self) -> None:

@@ -112,13 +112,24 @@ class Calibration:
 SLACK_STANDARD_ERRORS = 1.0
 
 
+#: What set a shape's credited time (``ShapeTiming.credited_by``): its own stream's events (the
+#: claim held), the device-wide tail, the trusted window, the window with the claims set aside
+#: (``strict``), the baseline scaled by the window ratio, or the single-call floor.
+CREDIT_TERMS = ("events", "device-wide", "window", "window-strict", "window-ratio", "single-call")
+
+
+def credit_terms(calls: Sequence[CallTimes], calibration: Calibration, strict: bool = False) -> dict[str, float]:
+    """The three terms of ``credited_ms`` by name (``CREDIT_TERMS``)."""
+    bound = statistics.median(c.window_ms for c in calls) - calibration.overhead_ms
+    return {"events": statistics.median(c.event_ms for c in calls),
+            "device-wide": statistics.median(c.event_all_ms for c in calls) - calibration.gap_ms,
+            "window-strict" if strict else "window": bound if strict else bound - calibration.slack_ms(len(calls))}
+
+
 def credited_ms(calls: Sequence[CallTimes], calibration: Calibration, strict: bool = False) -> float:
     """The time credited to a shape's calls (see the module docstring); ``strict``: the claims
     were charged in two rounds, so the window's estimate is credited with no allowance."""
-    bound = statistics.median(c.window_ms for c in calls) - calibration.overhead_ms
-    return max(statistics.median(c.event_ms for c in calls),
-               statistics.median(c.event_all_ms for c in calls) - calibration.gap_ms,
-               bound if strict else bound - calibration.slack_ms(len(calls)))
+    return max(credit_terms(calls, calibration, strict).values())
 
 
 def charged(calls: Sequence[CallTimes], calibration: Calibration, margin: float = 1.02) -> bool:
@@ -322,16 +333,20 @@ def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequen
     (``baseline_clean_ms``, per call): a candidate that slows the GPU while the baseline runs
     gains nothing.  ``strict``: the candidate's claims were set aside (``credited_ms``), and it is
     credited at least ``window_ratio_floor_ms``; a batched shape, at least ``single_floor_ms``
-    (``single_call_floor_ms``)."""
+    (``single_call_floor_ms``).  ``credited_by`` names the term that set the credit
+    (``CREDIT_TERMS``): an honest kernel's is "events"; any other says a bound took over."""
     k = candidate[0].calls
     if any(c.calls != k for c in [*candidate, *baseline]):
         raise ValueError(f"{shape_label}: windows of different batch sizes")
-    cand = credited_ms(candidate, calibration, strict) / k
+    terms = {name: ms / k for name, ms in credit_terms(candidate, calibration, strict).items()}
     base_interleaved = credited_ms(baseline, calibration) / k
     base = min(base_interleaved, baseline_clean_ms) if baseline_clean_ms > 0 else base_interleaved
     if strict:
-        cand = max(cand, window_ratio_floor_ms(candidate, baseline, base))
-    cand = max(cand, single_floor_ms)
+        terms["window-ratio"] = window_ratio_floor_ms(candidate, baseline, base)
+    terms["single-call"] = single_floor_ms
+    cand = max(terms.values())
+    # the first term within a nanosecond of the credit: events before the bounds they equal
+    credited_by = next(name for name, ms in terms.items() if ms >= cand - 1e-6)
     flags = []
     if cand < floor_ms:
         flags.append(f"under-floor: {cand:.4g} ms is below the speed-of-light floor {floor_ms:.4g} ms")
@@ -339,4 +354,4 @@ def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequen
                        host_median_ms=statistics.median(c.window_ms for c in candidate) / k,
                        baseline_host_median_ms=statistics.median(c.window_ms for c in baseline) / k,
                        trials=len(candidate) * k, speed_of_light_ms=floor_ms, flags=tuple(flags),
-                       library_ms=library_ms)
+                       library_ms=library_ms, credited_by=credited_by)

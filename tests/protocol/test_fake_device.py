@@ -313,6 +313,34 @@ def test_the_library_figure_is_the_lowest_round_not_the_first(evaluator, monkeyp
         ev.close()
 
 
+def test_the_library_is_timed_in_the_shapes_batch(batched, monkeypatch):
+    """The library's figure must be timed as the candidate's calls are: as many calls after one
+    flush as a window holds.  Timed alone, its outputs were left dirty in the L2 for no later call
+    to write back, while every batched call of the candidate but the last paid its predecessor's
+    (layernorm square_4096 on an H200: 33.0 us alone, 36.2 us a call in batches of 8).  The batch
+    is sized from a call alone, so that round only sizes it.  Fails if the kept figure is timed
+    alone, or if the figure a call alone gave is kept."""
+    from evo_fsr.verdict import library
+
+    asked: list[int] = []
+
+    def timed(*args, batch=1, **kwargs):
+        asked.append(batch)
+        return 1e-4 if batch == 1 else 0.05 * batch     # a call alone: far below the batched rounds
+
+    monkeypatch.setattr(library, "library_median_ms", timed)
+    ev = Evaluator(batched.task, dataclasses.replace(batched.config, library=True))
+    try:
+        result = judge(ev, kernels.HONEST)
+        assert result.status is Status.OK, result.summary
+        k = ev.bench.shape_bench(ev.bench_shapes[0]).batch
+    finally:
+        ev.close()
+    assert k > 1, "the fixture's shape must be batched for this test to mean anything"
+    assert asked == [1, k, k]                   # sizing alone, then two rounds in the batch
+    assert result.timings[0].library_ms == pytest.approx(0.05 * k)
+
+
 def test_the_calibration_is_taken_the_way_a_candidate_is_timed(evaluator, monkeypatch):
     """The windows that calibrate the credited time must be taken in the timing's conditions.
     Taken back to back on the baseline runner, with no check between them, they ran 0.2-0.4 ms

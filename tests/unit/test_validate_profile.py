@@ -99,6 +99,7 @@ def test_honest_calls_are_credited_their_stream_events() -> None:
     calibration = Calibration.of(_calls(2.0))
     honest = summarise("s", _calls(1.0), _calls(2.0), calibration, baseline_clean_ms=2.0, floor_ms=0.1)
     assert honest.median_ms == pytest.approx(1.0) and honest.speedup == pytest.approx(2.0) and not honest.flags
+    assert honest.credited_by == "events"
 
 
 def test_escaped_work_is_charged_not_allowed() -> None:
@@ -106,10 +107,15 @@ def test_escaped_work_is_charged_not_allowed() -> None:
     trusted window) are both credited to the candidate."""
     calibration = Calibration.of(_calls(2.0))
     side_stream = summarise("s", _calls(0.01, extra_all=1.5), _calls(2.0), calibration, 2.0, 0.001)
-    assert side_stream.median_ms == pytest.approx(1.51, rel=0.01)
+    assert side_stream.median_ms == pytest.approx(1.51, rel=0.01) and side_stream.credited_by == "device-wide"
     forged = [CallTimes(0.01, 0.011, 0.02, 1.6) for _ in range(5)]      # claims 10 us, the window saw 1.6 ms
     bound = summarise("s", forged, _calls(2.0), calibration, 2.0, 0.001)
     assert bound.median_ms == pytest.approx(1.6 - calibration.overhead_ms - calibration.slack_ms(len(forged)))
+    assert bound.credited_by == "window"
+    strict = summarise("s", forged, _calls(2.0), calibration, 2.0, 0.001, strict=True)
+    assert strict.credited_by in ("window-strict", "window-ratio")
+    floored = summarise("s", _calls(1.0), _calls(2.0), calibration, 2.0, 0.1, single_floor_ms=1.5)
+    assert floored.median_ms == pytest.approx(1.5) and floored.credited_by == "single-call"
     assert charged(forged, calibration) and not charged(_calls(1.0), calibration)
 
 

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Run on a GPU host: where an honest kernel's charged windows spend their extra time.
+
+    python3 scripts/probe_charges.py [--task dot_product] [--seed persistent] [--reps 8] [--trials 20] [--out DIR]
+
+One evaluator judges the task's seed ``reps`` times.  For every shape of every evaluation it
+prints which term set the credit (``ShapeTiming.credited_by``: "events" when the runner's claims
+held) and splits the windows of three roles into parts, medians in us per window:
+
+    window - event    what a window costs beyond the launches (the calibration's overhead)
+    window - host     the trusted side and the round trip: pipe, wake-up, reply, copies
+    host - event      inside the runner, around the launches (its own synchronizes, ctypes)
+
+for the candidate's windows, the baseline's interleaved with them, and the shape's calibration
+pool (the twin in the candidate's place, before any candidate code ran).  A round charged although
+the kernel is honest shows here as a candidate whose "window - event" sits above the pool's; the
+other two columns say whether the excess lies in the round trip or inside the runner.  Every
+window is also written to DIR/charges_TASK.json.  A diagnostic: it changes nothing in the verdict.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from evo_fsr.types import Candidate  # noqa: E402
+from evo_fsr.verdict import profile, session  # noqa: E402
+from evo_fsr.verdict.evaluate import EvalConfig, Evaluator  # noqa: E402
+from evo_fsr.verdict.profile import CallTimes  # noqa: E402
+
+
+def parts_us(calls: Sequence[CallTimes]) -> tuple[float, float, float]:
+    """Medians of (window - event, window - host, host - event), us per window."""
+    if not calls:
+        return (float("nan"),) * 3
+    return (1e3 * statistics.median(c.window_ms - c.event_ms for c in calls),
+            1e3 * statistics.median(c.window_ms - c.host_ms for c in calls),
+            1e3 * statistics.median(c.host_ms - c.event_ms for c in calls))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="dot_product")
+    parser.add_argument("--seed", default="persistent")
+    parser.add_argument("--reps", type=int, default=8)
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=Path("."))
+    args = parser.parse_args()
+
+    evaluator = Evaluator(args.task, EvalConfig(max_trials=args.trials, library=False))
+    source = evaluator.task.seeds()[args.seed]
+    records: list[dict[str, Any]] = []
+    real_summarise = profile.summarise
+
+    def spy(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequence[CallTimes], *rest: Any,
+            **kwargs: Any) -> Any:
+        timing = real_summarise(shape_label, candidate, baseline, *rest, **kwargs)
+        shape = next(s for s in evaluator.bench_shapes if s.label == shape_label)
+        pool = list(evaluator.bench.shape_bench(shape).calibration)
+        if "single_floor_ms" in kwargs:     # the shape's final summarise (session.py; a first one sizes the floor)
+            records.append({"shape": shape_label, "credited_by": timing.credited_by, "credit_ms": timing.median_ms,
+                            "strict": bool(kwargs.get("strict", False)), "k": candidate[0].calls,
+                            **{role: [[c.event_ms, c.event_all_ms, c.host_ms, c.window_ms] for c in calls]
+                               for role, calls in (("candidate", candidate), ("baseline", baseline), ("pool", pool))}})
+        return timing
+
+    session.profile.summarise = spy     # session.py calls profile.summarise
+    print(f"# {args.task} seed:{args.seed}, {args.reps} evaluations; per window, us: "
+          "window-event / window-host / host-event, for the candidate | interleaved baseline | pool")
+    try:
+        for rep in range(args.reps):
+            records.clear()
+            result = evaluator.evaluate(Candidate(task=args.task, source=source, label=args.seed))
+            counters = dict(result.counters)
+            print(f"rep {rep}: {result.status.value} x{result.geomean_speedup or 0:.3f} "
+                  f"retimed {counters.get('retimed_shapes')} charged {counters.get('charged_shapes')}", flush=True)
+            for timing in result.timings:
+                rec = next((r for r in reversed(records) if r["shape"] == timing.shape_label), None)
+                roles = "" if rec is None else " | ".join(
+                    "/".join(f"{v:.0f}" for v in parts_us([CallTimes(*w, calls=rec["k"]) for w in rec[role]]))
+                    for role in ("candidate", "baseline", "pool"))
+                print(f"  {timing.shape_label:12s} {timing.credited_by:13s} {timing.median_ms * 1e3:8.1f} us a call, "
+                      f"k={rec['k'] if rec else '?'}: {roles}", flush=True)
+                if rec is not None:
+                    rec["rep"] = rep
+            with (args.out / f"charges_{args.task}.json").open("a") as out:
+                for rec in records:
+                    out.write(json.dumps(rec) + "\n")
+    finally:
+        session.profile.summarise = real_summarise
+        evaluator.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
