@@ -7,15 +7,17 @@ One evaluator judges the task's seed ``reps`` times.  For every shape of every e
 prints which term set the credit (``ShapeTiming.credited_by``: "events" when the runner's claims
 held) and splits the windows of three roles into parts, medians in us per window:
 
-    window - event    what a window costs beyond the launches (the calibration's overhead)
-    window - host     the trusted side and the round trip: pipe, wake-up, reply, copies
-    host - event      inside the runner, around the launches (its own synchronizes, ctypes)
+    over     window - event: what a window costs beyond the launches (the calibration's overhead)
+    prep     the inputs loaded into the buffer sets and the L2 flushed (trusted side)
+    trip     the command's round trip less the runner's own host time: pipe, wake-up, reply
+    out      the copy of the outputs, after the reply
+    runner   host - event: inside the runner, around the launches (its synchronizes, ctypes)
 
 for the candidate's windows, the baseline's interleaved with them, and the shape's calibration
 pool (the twin in the candidate's place, before any candidate code ran).  A round charged although
-the kernel is honest shows here as a candidate whose "window - event" sits above the pool's; the
-other two columns say whether the excess lies in the round trip or inside the runner.  Every
-window is also written to DIR/charges_TASK.json.  A diagnostic: it changes nothing in the verdict.
+the kernel is honest shows here as a candidate whose "over" sits above the pool's; the other
+columns say in which part.  Every window is also written to DIR/charges_TASK.json (one line a
+shape).  A diagnostic: it changes nothing in the verdict.
 """
 from __future__ import annotations
 
@@ -34,13 +36,21 @@ from evo_fsr.verdict.evaluate import EvalConfig, Evaluator  # noqa: E402
 from evo_fsr.verdict.profile import CallTimes  # noqa: E402
 
 
-def parts_us(calls: Sequence[CallTimes]) -> tuple[float, float, float]:
-    """Medians of (window - event, window - host, host - event), us per window."""
-    if not calls:
-        return (float("nan"),) * 3
-    return (1e3 * statistics.median(c.window_ms - c.event_ms for c in calls),
-            1e3 * statistics.median(c.window_ms - c.host_ms for c in calls),
-            1e3 * statistics.median(c.host_ms - c.event_ms for c in calls))
+PARTS = ("over", "prep", "trip", "out", "runner")
+
+
+def parts_us(calls: Sequence[CallTimes]) -> dict[str, float]:
+    """Medians of the window's parts (``PARTS``, the module docstring), us per window."""
+    parts = {"over": lambda c: c.window_ms - c.event_ms, "prep": lambda c: c.prep_ms,
+             "trip": lambda c: c.send_ms - c.host_ms, "out": lambda c: c.window_ms - c.prep_ms - c.send_ms,
+             "runner": lambda c: c.host_ms - c.event_ms}
+    return {name: 1e3 * statistics.median(part(c) for c in calls) if calls else float("nan")
+            for name, part in parts.items()}
+
+
+def window_rows(calls: Sequence[CallTimes]) -> list[list[float]]:
+    """Every window as [event, event_all, host, window, prep, send] ms (the JSON lines)."""
+    return [[c.event_ms, c.event_all_ms, c.host_ms, c.window_ms, c.prep_ms, c.send_ms] for c in calls]
 
 
 def main() -> int:
@@ -65,13 +75,13 @@ def main() -> int:
         if "single_floor_ms" in kwargs:     # the shape's final summarise (session.py; a first one sizes the floor)
             records.append({"shape": shape_label, "credited_by": timing.credited_by, "credit_ms": timing.median_ms,
                             "strict": bool(kwargs.get("strict", False)), "k": candidate[0].calls,
-                            **{role: [[c.event_ms, c.event_all_ms, c.host_ms, c.window_ms] for c in calls]
-                               for role, calls in (("candidate", candidate), ("baseline", baseline), ("pool", pool))}})
+                            **{role: window_rows(calls) for role, calls in
+                               (("candidate", candidate), ("baseline", baseline), ("pool", pool))}})
         return timing
 
     session.profile.summarise = spy     # session.py calls profile.summarise
-    print(f"# {args.task} seed:{args.seed}, {args.reps} evaluations; per window, us: "
-          "window-event / window-host / host-event, for the candidate | interleaved baseline | pool")
+    print(f"# {args.task} seed:{args.seed}, {args.reps} evaluations; medians per window, us, "
+          f"{' / '.join(PARTS)}, for the candidate | the interleaved baseline | the pool")
     try:
         for rep in range(args.reps):
             records.clear()
@@ -82,7 +92,8 @@ def main() -> int:
             for timing in result.timings:
                 rec = next((r for r in reversed(records) if r["shape"] == timing.shape_label), None)
                 roles = "" if rec is None else " | ".join(
-                    "/".join(f"{v:.0f}" for v in parts_us([CallTimes(*w, calls=rec["k"]) for w in rec[role]]))
+                    "/".join(f"{v:.0f}" for v in parts_us([CallTimes(*w[:4], calls=rec["k"], prep_ms=w[4], send_ms=w[5])
+                                                           for w in rec[role]]).values())
                     for role in ("candidate", "baseline", "pool"))
                 print(f"  {timing.shape_label:12s} {timing.credited_by:13s} {timing.median_ms * 1e3:8.1f} us a call, "
                       f"k={rec['k'] if rec else '?'}: {roles}", flush=True)

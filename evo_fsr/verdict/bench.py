@@ -113,7 +113,9 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     message: dict[str, Any] = {"op": "call", "slot": slots[0].name, "lib": lib, "scalars": slots[0].scalars}
     if len(slots) > 1:
         message["more"] = [slot.name for slot in slots[1:]]
+    sent = time.perf_counter()
     reply = runner.send(message, timeout_s)
+    replied = time.perf_counter()
     if "error" in reply or reply["rc"] != 0 or reply["last_error"] != 0:
         return reply, None, None
     captured = [slot.take_outputs() for slot in slots]
@@ -124,7 +126,8 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
         taken.update(slot.take_inputs())
     memory.synchronize()
     return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
-                            window_ms, calls=len(slots)), captured
+                            window_ms, calls=len(slots), prep_ms=(sent - start) * 1e3,
+                            send_ms=(replied - sent) * 1e3), captured
 
 
 def interleaving(windows: int, every: int) -> Iterator[tuple[bool, bool]]:

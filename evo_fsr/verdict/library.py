@@ -79,6 +79,8 @@ def library_median_ms(task: Task, shape: Shape, inputs: dict[str, np.ndarray], e
                 end.synchronize()
                 times.append(start.elapsed_time(end) / len(sets))
                 del kept
+            del sets, tensors
+            torch.cuda.empty_cache()        # the batch's copies go back to the device, not to torch's cache
     except Exception as exc:  # noqa: BLE001 - context only: never fail a verdict over it
         log.warning("library timing failed for %s %s: %s", task.name, shape.label, exc)
         return None

@@ -79,6 +79,11 @@ class CallTimes:
     host_ms: float              # runner: host clock around both
     window_ms: float            # trusted: first input written .. trusted copy of the last outputs done
     calls: int = 1              # launches in the window
+    # the window's parts on the trusted clock (0: not recorded), for diagnostics only, never
+    # credited: its start .. the inputs loaded and the L2 flushed; the command sent .. its reply
+    # read (the runner's host_ms is inside it); the rest is the copy of the outputs
+    prep_ms: float = 0.0
+    send_ms: float = 0.0
 
 
 @dataclass(frozen=True)

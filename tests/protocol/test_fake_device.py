@@ -341,6 +341,31 @@ def test_the_library_is_timed_in_the_shapes_batch(batched, monkeypatch):
     assert result.timings[0].library_ms == pytest.approx(0.05 * k)
 
 
+def test_every_window_records_its_trusted_parts(evaluator, monkeypatch):
+    """Each window carries its parts on the trusted clock (``CallTimes.prep_ms``: the loads and
+    the flush; ``send_ms``: the command's round trip, the runner's own host time inside it), so
+    that a drift of the overhead can be placed (scripts/probe_charges.py).  Fails if they are
+    not recorded, or do not add up within the window."""
+    from evo_fsr.verdict import bench as bench_module
+
+    seen = []
+    real = bench_module.timed_batch
+
+    def spy(*args, **kwargs):
+        reply, call, captured = real(*args, **kwargs)
+        if call is not None:
+            seen.append(call)
+        return reply, call, captured
+
+    monkeypatch.setattr(bench_module, "timed_batch", spy)
+    result = judge(evaluator, kernels.HONEST)
+    assert result.status is Status.OK, result.summary
+    assert seen
+    for call in seen:
+        assert call.prep_ms > 0 and call.send_ms >= call.host_ms > 0
+        assert call.prep_ms + call.send_ms <= call.window_ms
+
+
 def test_the_calibration_is_taken_the_way_a_candidate_is_timed(evaluator, monkeypatch):
     """The windows that calibrate the credited time must be taken in the timing's conditions.
     Taken back to back on the baseline runner, with no check between them, they ran 0.2-0.4 ms
