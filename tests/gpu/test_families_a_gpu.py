@@ -40,10 +40,12 @@ FAMILIES: dict[tuple[str, str], tuple[list[dict[str, str]], list[dict[str, int]]
     ("reverse", "vectorized"): ([{"STAGED": "0"}, {"VEC": "2", "STAGED": "1", "THREADS": "1024", "ITEMS": "8"},
                                  {"VEC": "1"}, {"VEC": "4", "ITEMS": "1", "THREADS": "128", "STREAMING": "1"}],
                                 [{"N": (1 << 20) + d} for d in range(4)]),
-    # the aligned kernel (ALIGN_Y > 1 or TILE_R > 0) and the strip2 kernel (STRIP_ITEMS > 0)
-    ("transpose", "tiled_smem"): ([{"SKINNY_MAX": "0", "TILE": "16", "BLOCK_ROWS": "4", "ALIGN_Y": "1"},
+    # the aligned kernel (ALIGN_Y > 1 or TILE_R > 0), the strip2 kernel (STRIP_ITEMS > 0) and the
+    # tiled kernel at its own tile (the default 64 x 8, 32 x 4 and 64 x 16 below)
+    ("transpose", "tiled_smem"): ([{"SKINNY_MAX": "0", "TILE": "16", "BLOCK_ROWS": "4", "ALIGN_Y": "1",
+                                    "TILED_TILE": "32", "TILED_BLOCK_ROWS": "4"},
                                    {"TILE": "64", "BLOCK_ROWS": "16", "SKINNY_MAX": "128", "STRIP_ITEMS": "0",
-                                    "ALIGN_Y": "1"},
+                                    "ALIGN_Y": "1", "TILED_BLOCK_ROWS": "16"},
                                    {"ALIGN_Y": "8", "TILE_R": "128", "STRIP_ITEMS": "32"},
                                    {"ALIGN_Y": "32", "TILE": "32", "BLOCK_ROWS": "32", "STRIP_ITEMS": "16",
                                     "SKINNY_MAX": "128"},

@@ -1,12 +1,21 @@
 // transpose seed family: y[c, r] = x[r, c] for x [rows, cols] -> y [cols, rows], both row-major.
 //
 // Four kernels, chosen per call in launch() (regime dispatch):
-//   tiled: the classic shared-memory transpose. A block of TILE x BLOCK_ROWS threads moves a
-//          TILE x TILE tile: coalesced reads of x rows into tile[TILE][TILE + 1] (one float of
-//          padding, so reading a column hits 32 different banks), __syncthreads, coalesced writes
-//          of y rows from tile columns. Each thread moves TILE / BLOCK_ROWS elements, all loads
-//          before the barrier. The tile index is a 1-D grid (no 65535 limit on grid.y).
-//          (TILE_R 0, and ALIGN_Y 1 or every y row starting on an ALIGN_Y-float boundary.)
+//   tiled: the classic shared-memory transpose, with its own tile: TILED_TILE x TILED_BLOCK_ROWS
+//          threads move a T x T tile (T = TILED_TILE): coalesced reads of x rows into tile[T][T + 1]
+//          (one float of padding, so reading a column hits 32 different banks), __syncthreads,
+//          coalesced writes of y rows from tile columns. Each thread moves T / TILED_BLOCK_ROWS
+//          elements, all loads before the barrier. The tile index is a 1-D grid (no 65535 limit
+//          on grid.y). (TILE_R 0, and ALIGN_Y 1 or every y row starting on an ALIGN_Y-float
+//          boundary, e.g. square_8192.)
+//          Why a tile of its own: with TILE 64 / BLOCK_ROWS 8 for every kernel (H200, 8 calls a
+//          timing, tasks/README.md), square_8192, which takes this kernel, ran 140.1 us against
+//          153.1 us at TILE 32 (93% against 85% of the copy's bandwidth; a block has 16 KB in
+//          flight before its barrier instead of 4 KB, 8 loads a thread instead of 4), but
+//          odd_12345x6789, which takes the aligned kernel (ALIGN_Y 8), ran 237.5 us against
+//          218.0 us. One TILE cannot serve both, so TILED_TILE (default 64) sizes this kernel only
+//          and TILE (default 32) stays the aligned kernel's. The per-regime split itself is not
+//          yet timed on a GPU.
 //   aligned: the tiled transpose with y-aligned tile boundaries and taller tiles (TILE_R > 0, or
 //          ALIGN_Y > 1 with y rows off ALIGN_Y-float boundaries: odd_12345x6789 on an H100 went
 //          from 52% to 78% of speed-of-light, ALIGN_Y 8 and TILE_R 0, sixteenth session). A tile is TILE x columns by TR = TILE_R (or TILE) x rows; its y-row
@@ -50,6 +59,8 @@
 
 #define TILE 32            // knob: 16 32 64
 #define BLOCK_ROWS 8       // knob: 4 8 16 32
+#define TILED_TILE 64      // knob: 32 64
+#define TILED_BLOCK_ROWS 8 // knob: 4 8 16
 #define SKINNY_MAX 64      // knob: 0 32 64 128
 #define ALIGN_Y 8          // knob: 1 8 32
 #define TILE_R 0           // knob: 0 32 64 128
@@ -58,14 +69,28 @@
 // constraint: BLOCK_ROWS <= TILE
 // constraint: TILE * BLOCK_ROWS <= 1024
 // constraint: (TILE if TILE_R == 0 else TILE_R) % ALIGN_Y == 0
+// (Every declared TILED_TILE x TILED_BLOCK_ROWS pair is valid: 128 to 1024 threads, each thread
+// moving 2 to 16 elements, at most 64 x 65 x 4 B = 16.25 KB of shared memory. So no constraint
+// line: one that excludes no declared combination has no combination to check nvcc's verdict on
+// (tests/unit/test_families_a.py refuses it). The static_asserts below refuse a pair outside
+// those bounds, should an edit declare one.)
 
 #define TILE_THREADS (TILE * BLOCK_ROWS)
+#define TILED_THREADS (TILED_TILE * TILED_BLOCK_ROWS)
 #define STRIP_THREADS 256
 #define STRIP_FLOATS 8192                   // 32 KB of shared memory per strip
 
 static_assert(BLOCK_ROWS <= TILE && TILE % BLOCK_ROWS == 0, "BLOCK_ROWS must divide TILE");
 static_assert(TILE * BLOCK_ROWS <= 1024, "more than 1024 threads per block");
 static_assert(TILE * BLOCK_ROWS >= 32, "fewer than 32 threads per block");
+static_assert(TILED_BLOCK_ROWS <= TILED_TILE && TILED_TILE % TILED_BLOCK_ROWS == 0,
+              "TILED_BLOCK_ROWS must divide TILED_TILE");
+static_assert(TILED_THREADS <= 1024, "more than 1024 threads per tiled block");
+static_assert(TILED_THREADS >= 32, "fewer than 32 threads per tiled block");
+// launch() sends y rows that start on ALIGN_Y-float boundaries here: the tile's y segments (T
+// floats from y[c, tr * T]) then start on one too, i.e. whole sectors (lines at ALIGN_Y 32).
+static_assert(TILED_TILE % ALIGN_Y == 0, "the tiled kernel's y segments must keep ALIGN_Y alignment");
+static_assert(TILED_TILE * (TILED_TILE + 1) * 4 <= 48 * 1024, "the tiled tile exceeds 48 KB of static shared memory");
 static_assert(SKINNY_MAX >= 0 && SKINNY_MAX <= 128, "a strip needs at least 63 rows or columns of 8192 floats");
 
 // aligned kernel: TA_TR x rows per tile (the y-segment length), TA_SROWS shared rows (the tile
@@ -87,24 +112,29 @@ constexpr int STRIP2_FLOATS = STRIP2_THREADS * STRIP2_ITEMS;
 static_assert(STRIP2_FLOATS >= 129, "a strip2 holds at least one row of 129 floats (cols | 1 <= 129)");
 static_assert(STRIP2_FLOATS * 4 <= 48 * 1024, "strip2 exceeds 48 KB of static shared memory");
 
-__global__ void __launch_bounds__(TILE_THREADS)
+// T x T tile (T = TILED_TILE at the launch), BR = TILED_BLOCK_ROWS rows of T threads: at T 64 a
+// warp is half a tile row, still 32 consecutive floats (128 B) per load and per store, and the
+// padded column read tile[tx][j] hits bank (tx + j) mod 32: conflict-free at either T.
+template <int T, int BR>
+__global__ void __launch_bounds__(T * BR)
 transpose_tiled(const float* __restrict__ x, float* __restrict__ y, int rows, int cols, int tiles_c) {
-    __shared__ float tile[TILE][TILE + 1];
+    static_assert(T % BR == 0, "every thread moves T / BR elements");
+    __shared__ float tile[T][T + 1];
     const int tr = (int)(blockIdx.x / (unsigned)tiles_c), tc = (int)(blockIdx.x % (unsigned)tiles_c);
-    const int r0 = tr * TILE, c0 = tc * TILE;
-    const int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE;
+    const int r0 = tr * T, c0 = tc * T;
+    const int tx = threadIdx.x % T, ty = threadIdx.x / T;
     const int c = c0 + tx;
 #pragma unroll
-    for (int k = 0; k < TILE / BLOCK_ROWS; ++k) {
-        const int j = ty + k * BLOCK_ROWS;
+    for (int k = 0; k < T / BR; ++k) {
+        const int j = ty + k * BR;
         const int r = r0 + j;
         if (r < rows && c < cols) tile[j][tx] = __ldg(x + (long long)r * cols + c);
     }
     __syncthreads();
     const int orow = r0 + tx;                // y column = x row
 #pragma unroll
-    for (int k = 0; k < TILE / BLOCK_ROWS; ++k) {
-        const int j = ty + k * BLOCK_ROWS;
+    for (int k = 0; k < T / BR; ++k) {
+        const int j = ty + k * BR;
         const int oc = c0 + j;               // y row = x column
         if (oc < cols && orow < rows) y[(long long)oc * rows + orow] = tile[tx][j];
     }
@@ -328,10 +358,11 @@ extern "C" int launch(const float* x, float* y, int rows, int cols, cudaStream_t
         const long long tiles_c = ((long long)cols + TILE - 1) / TILE;
         transpose_aligned<<<(unsigned)(tiles_r * tiles_c), TILE_THREADS, 0, stream>>>(
             x, y, rows, cols, (int)tiles_c, yoff, sbase, ext);
-    } else {
-        const long long tiles_r = ((long long)rows + TILE - 1) / TILE;
-        const long long tiles_c = ((long long)cols + TILE - 1) / TILE;
-        transpose_tiled<<<(unsigned)(tiles_r * tiles_c), TILE_THREADS, 0, stream>>>(x, y, rows, cols, (int)tiles_c);
+    } else {                                  // the tiled kernel's own tile, not TILE
+        const long long tiles_r = ((long long)rows + TILED_TILE - 1) / TILED_TILE;
+        const long long tiles_c = ((long long)cols + TILED_TILE - 1) / TILED_TILE;
+        transpose_tiled<TILED_TILE, TILED_BLOCK_ROWS><<<(unsigned)(tiles_r * tiles_c), TILED_THREADS, 0, stream>>>(
+            x, y, rows, cols, (int)tiles_c);
     }
     return (int)cudaGetLastError();
 }
