@@ -21,8 +21,11 @@
 #   TASKS="a b" REPEAT=5 scripts/gpu_checks.sh seeds   # every seed of the tasks on fresh input draws
 #   TASK=t VARIANTS="seed:s seed:s@K=V,K=V" scripts/gpu_checks.sh variants   # knob variants judged in
 #                                                          # one evaluate.py process (--trials 30)
-#   [TASK=t SEED=s REPS=8] scripts/gpu_checks.sh charges  # an honest seed judged REPS times: which term set each
-#                                                          # credit, and the parts of its windows (probe_charges.py)
+#   [TASK=t SEED=s REPS=8 FRESH_POOL=1] scripts/gpu_checks.sh charges  # an honest seed judged REPS times: which
+#                                                          # term set each credit, and the parts of its windows
+#                                                          # (probe_charges.py); FRESH_POOL=1: a shape charged twice
+#                                                          # gets a third round on a fresh pool (fresh_pool_retime)
+#   EVO_FSR_FRESH_POOL_RETIME=1 scripts/gpu_checks.sh adversarial   # the suites with that third round on
 #   TASK=t VARIANTS="..." [BATCH=1,8] scripts/gpu_checks.sh inproc  # the same variants and the library timed alike in one
 #                                                          # process: no runner, no IPC, no window (probe_inproc.py)
 #   TASKS="a b" BUDGET_S=560 scripts/gpu_checks.sh evolve  # issue 13: a no-LLM evolve run per task
@@ -188,7 +191,8 @@ charges)
     # where a charged round's windows spent their extra time (probe_charges.py)
     step "${TASK:-dot_product} seed:${SEED:-persistent}, ${REPS:-8} evaluations: credits and window parts"
     timeout "${LIMIT_S:-200}" python3 scripts/probe_charges.py --task "${TASK:-dot_product}" --seed "${SEED:-persistent}" \
-        --reps "${REPS:-8}" --trials "${TRIALS:-20}" --out "$out" 2>&1 | grep -v Warning | tee "$out/charges.log" | tail -n 60
+        --reps "${REPS:-8}" --trials "${TRIALS:-20}" --out "$out" ${FRESH_POOL:+--fresh-pool} 2>&1 | grep -v Warning \
+        | tee "$out/charges.log" | tail -n 60
     ;;
 inproc)
     # a diagnostic beside `variants`: how much of a gap to the library is the kernel, how much the verdict's timing

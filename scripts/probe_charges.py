@@ -60,9 +60,13 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=8)
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--fresh-pool", action="store_true",
+                        help="EvalConfig.fresh_pool_retime: a shape charged twice gets a third round against a "
+                             "pool taken with the candidate's runner killed")
     args = parser.parse_args()
 
-    evaluator = Evaluator(args.task, EvalConfig(max_trials=args.trials, library=False))
+    evaluator = Evaluator(args.task, EvalConfig(max_trials=args.trials, library=False,
+                                                fresh_pool_retime=args.fresh_pool))
     source = evaluator.task.seeds()[args.seed]
     records: list[dict[str, Any]] = []
     real_summarise = profile.summarise
@@ -88,7 +92,8 @@ def main() -> int:
             result = evaluator.evaluate(Candidate(task=args.task, source=source, label=args.seed))
             counters = dict(result.counters)
             print(f"rep {rep}: {result.status.value} x{result.geomean_speedup or 0:.3f} "
-                  f"retimed {counters.get('retimed_shapes')} charged {counters.get('charged_shapes')}", flush=True)
+                  f"retimed {counters.get('retimed_shapes')} charged {counters.get('charged_shapes')} "
+                  f"fresh pools {counters.get('fresh_pools', 0)}", flush=True)
             for timing in result.timings:
                 rec = next((r for r in reversed(records) if r["shape"] == timing.shape_label), None)
                 roles = "" if rec is None else " | ".join(

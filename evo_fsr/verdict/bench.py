@@ -315,6 +315,16 @@ class Workbench:
             bench.clean_ms = statistics.median(t.event_ms for t in twin + base) / twin[0].calls
             bench.clean_at_candidate = self.candidates
 
+    def fresh_pool(self, bench: ShapeBench, calls: int, every: int, timeout_s: float) -> list[CallTimes]:
+        """A calibration round taken now (``calibration_round``: ``calls`` twin windows, the
+        baseline's interleaved), for a shape charged in two rounds (``profile.time_shape``),
+        once the candidate's runner is dead: no process of a candidate's is alive, so these
+        windows are as clean as ``refresh_clean``'s and join the shape's pool.  Returns the
+        twin's windows."""
+        twin, _ = self.calibration_round(bench, calls, every, timeout_s)
+        bench.calibration.extend(twin)
+        return twin
+
     def _single_windows(self, bench: ShapeBench, calls: int, timeout_s: float) -> list[CallTimes]:
         """``calls`` single-call baseline windows after one to warm up (before the batch size is
         set, ``baseline_window`` times one call: they size the batch)."""

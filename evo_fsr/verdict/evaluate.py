@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..runner.harness import RunnerProcess
 from ..runner.sandbox import SandboxPolicy
 from ..runner.supply import RunnerStartFailed, RunnerSupply
 from ..tasks import Shape, Task, get_task
@@ -39,6 +41,8 @@ from .session import Session, Stages, Verdict
 log = logging.getLogger(__name__)
 
 LIVE_LOG_WAIT_S = 0.02      # for the output of a runner killed after its last reply
+#: ``EvalConfig.fresh_pool_retime`` from the environment (the GPU suites take no run config)
+FRESH_POOL_ENV = "EVO_FSR_FRESH_POOL_RETIME"
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ class EvalConfig:
     baseline_source: str | None = None        # the kernel speedups are relative to (None: the naive seed)
     gpu_shared: bool = False                  # other processes use this GPU: no idle gate (gpu_idle.py;
                                               # also EVO_FSR_GPU_SHARED=1)
+    fresh_pool_retime: bool = False           # a shape charged twice: kill the candidate's runner, take a
+                                              # fresh pool, time a third round (profile.time_shape; also
+                                              # EVO_FSR_FRESH_POOL_RETIME=1). Off until run on a GPU
 
 
 def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult,
@@ -192,21 +199,33 @@ class Evaluator:
             verdict = Verdict(Status.CRASH, f"crash: the evaluator could not start a runner (the candidate's "
                                             f"code had not run): {str(exc)[-300:]}", "crash:evaluator")
             return self._result(candidate, compiled, verdict, None, stages, gpu, time.perf_counter() - start)
+        respawned: list[tuple[Path, RunnerProcess]] = []
         try:
             with stages.stage("prepare"):
                 (work / "candidate.so").write_bytes(compiled.binary)
                 self.runners.keep_ahead(1)      # if none was started after the previous timing
-            session = Session(bench, self.config, gpu, runner, self.bench_shapes, stages, quiet=self._quiet)
+
+            def respawn() -> RunnerProcess:
+                """A fresh runner of the same library (``Session._fresh_pool``)."""
+                fresh_work, fresh = self.runners.take()
+                respawned.append((fresh_work, fresh))
+                (fresh_work / "candidate.so").write_bytes(compiled.binary)
+                return fresh
+
+            fresh_pool = self.config.fresh_pool_retime or os.environ.get(FRESH_POOL_ENV, "") == "1"
+            session = Session(bench, self.config, gpu, runner, self.bench_shapes, stages, quiet=self._quiet,
+                              respawn=respawn if fresh_pool else None)
             verdict = session.run()
             for phase, ms in runner.startup_ms.items():     # this runner's own start-up (mostly ahead)
                 stages.seconds[f"runner_start_{phase}"] = ms / 1e3
         finally:
-            runner.close(wait=False)            # its exit is awaited before the next candidate
-            stages.logs.append(("run", runner.log_text(join_timeout_s=LIVE_LOG_WAIT_S)))
-            self.runners.reap_later(runner)
+            for used_work, used in [(work, runner), *respawned]:
+                used.close(wait=False)          # its exit is awaited before the next candidate
+                stages.logs.append(("run", used.log_text(join_timeout_s=LIVE_LOG_WAIT_S)))
+                self.runners.reap_later(used)
+                shutil.rmtree(used_work, ignore_errors=True)
             self.runners.timed_calls_done()
             bench.candidates += 1
-            shutil.rmtree(work, ignore_errors=True)
         return self._result(candidate, compiled, verdict, session, stages, gpu, time.perf_counter() - start)
 
     def _quiet(self) -> None:

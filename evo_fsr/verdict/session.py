@@ -8,7 +8,9 @@
    each of the shape's batch size of calls (one, or several for short kernels: profile.batch_size);
    every timed call has fresh secret inputs and is checked; the trusted baseline runner is timed
    interleaved (one window every ``baseline_every``); credited times as in profile.py, and a
-   shape whose claims disagree with the trusted window timed a second round (profile.time_shape);
+   shape whose claims disagree with the trusted window timed a second round (profile.time_shape),
+   and, where that is charged too and ``EvalConfig.fresh_pool_retime`` is on, a third against a
+   pool taken with the candidate's runner killed, on a fresh runner (``Session._fresh_pool``);
    a batched shape also gets single-call windows, whose estimate its credit never goes under
    (profile.single_call_floor_ms: calls fused across a batch), taken in two more rounds where
    that floor binds, the median kept (profile.single_floor_retimed).
@@ -76,9 +78,11 @@ class _Stop(Exception):
 
 class Session:
     def __init__(self, bench: Workbench, config: Any, gpu: GpuInfo, runner: RunnerProcess,
-                 shapes: tuple[Shape, ...], stages: Stages, quiet: Callable[[], None] = lambda: None) -> None:
+                 shapes: tuple[Shape, ...], stages: Stages, quiet: Callable[[], None] = lambda: None,
+                 respawn: Callable[[], RunnerProcess] | None = None) -> None:
         self.bench, self.cfg, self.gpu, self.runner, self.shapes = bench, config, gpu, runner, shapes
         self.quiet = quiet
+        self.respawn = respawn          # a fresh runner of the candidate's library (None: no third round)
         self.task = bench.task
         self.stages = stages
         self.deadline = time.monotonic() + config.candidate_budget_s
@@ -295,8 +299,9 @@ class Session:
             most = cfg.max_trials * max(1, cfg.launch_bound_factor) if sb.launch_bound else cfg.max_trials
             calls = int(min(most, max(cfg.min_trials, cfg.time_budget_s / max(per_call_s, 1e-6))))
             windows = max(cfg.min_windows, -(-calls // k))
+            fresh = (lambda: self._fresh_pool(sb, slots, shape, xp)) if self.respawn is not None else None
             timed = profile.time_shape(lambda: self._timing_round(sb, slots, shape, xp, baseline, windows),
-                                       sb.calibration)
+                                       sb.calibration, fresh_pool=fresh)
             self.stages.count("retimed_shapes", timed.rounds - 1)
             charged += int(timed.strict)
             floor = profile.speed_of_light_ms(self.task.flops_of(shape), self.task.bytes_of(shape), self.gpu,
@@ -336,6 +341,32 @@ class Session:
         self.stages.seconds["timed_gpu"] = self.stages.seconds.get("timed_gpu", 0.0) + sum(
             c.event_all_ms for c in cand_calls + base_calls) / 1e3
         return cand_calls, base_calls
+
+    def _fresh_pool(self, sb: Any, slots: list[Any], shape: Shape, xp: Any) -> list[profile.CallTimes]:
+        """A shape charged in two rounds (``profile.time_shape``, ``EvalConfig.fresh_pool_retime``):
+        kill the candidate's runner and await its exit, which ends its context and every kernel
+        or copy-engine transfer it left queued (the idle gate does not see a host-to-device copy);
+        take a calibration pool as large as the shape's (``Workbench.fresh_pool``) with no
+        process of the candidate's alive; then start a fresh runner of its library, attach the
+        shape's buffers and warm it up with one checked window, for the third round."""
+        assert self.respawn is not None
+        cfg = self.cfg
+        self.where = f"benchmark shape {shape.label}, fresh pool"
+        with self.stages.stage("fresh_pool"):
+            self.stages.count("unsettled", self.runner.unsettled)
+            self.runner.close(wait=True)
+            calls = max(cfg.clean_calls, len(sb.calibration))
+            pool = self.bench.fresh_pool(sb, calls, cfg.baseline_every, self._timeout(cfg.benchmark_timeout_s))
+            self.runner = self.respawn()
+            self.attached.clear()
+            self._maps_judge = None
+            self.runner.ready()
+            for slot in slots:
+                self._attach(slot)
+            self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s)
+        self.stages.count("fresh_pools")
+        self.where = f"benchmark shape {shape.label}"
+        return pool
 
     def _single_call_floor(self, sb: Any, slot: Any, shape: Shape, xp: Any, baseline: RunnerProcess) -> float:
         """A batched shape's single-call windows (``profile.SINGLE_WINDOWS`` of the candidate's,

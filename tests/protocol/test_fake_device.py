@@ -448,3 +448,78 @@ def test_the_inputs_are_read_back_after_the_window_closes(evaluator, monkeypatch
     assert timing.host_median_ms < 20 and timing.baseline_host_median_ms < 20, timing
     modified = judge(evaluator, kernels.INPUT_MODIFIED)
     assert modified.rejection == "wrong:input-modified", modified.summary
+
+
+def _charged_twice(monkeypatch):
+    """``profile.charged`` forced True for the first two rounds of every shape, as the drift of
+    the trusted overhead did to an honest dot_product on an H200; the real judgment after."""
+    from evo_fsr.verdict import profile
+
+    real, calls = profile.charged, {"n": 0}
+
+    def charged(*args, **kwargs):
+        calls["n"] += 1
+        return True if calls["n"] <= 2 else real(*args, **kwargs)
+
+    monkeypatch.setattr(profile, "charged", charged)
+    return calls
+
+
+def test_a_shape_charged_twice_is_timed_again_on_a_fresh_runner_after_a_fresh_pool(evaluator, monkeypatch):
+    """With ``fresh_pool_retime``, a shape charged in two rounds gets a third: the candidate's
+    runner is killed and its exit awaited, a calibration pool is taken with no process of the
+    candidate's alive, and a fresh runner of its library is timed against that pool.  An honest
+    kernel's third round stands on its claims.  Fails if the old runner still lives while the
+    pool is taken, if no fresh runner is started, or if the third round is not taken."""
+    from evo_fsr.runner import harness
+    from evo_fsr.testing.fake_device import _alive
+    from evo_fsr.verdict import bench as bench_module
+
+    closed: list[int] = []
+    alive_at_pool: list[bool] = []
+    callers: list[int] = []         # the pid of each runner that ran a call of the candidate's library
+    real_close, real_pool = harness.RunnerProcess.close, bench_module.Workbench.fresh_pool
+    real_send = harness.RunnerProcess.send
+
+    def send(self, message, timeout_s):  # type: ignore[no-untyped-def]
+        if message.get("op") == "call" and message.get("lib") == "candidate" and self.pid not in callers:
+            callers.append(self.pid)
+        return real_send(self, message, timeout_s)
+
+    def close(self, wait=True):  # type: ignore[no-untyped-def]
+        if wait:
+            closed.append(self.pid)
+        return real_close(self, wait)
+
+    def fresh_pool(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        alive_at_pool.append(_alive(callers[0]))         # the runner its first two rounds ran on
+        return real_pool(self, *args, **kwargs)
+
+    monkeypatch.setattr(harness.RunnerProcess, "close", close)
+    monkeypatch.setattr(harness.RunnerProcess, "send", send)
+    monkeypatch.setattr(bench_module.Workbench, "fresh_pool", fresh_pool)
+    _charged_twice(monkeypatch)
+    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, fresh_pool_retime=True))
+    try:
+        result = judge(ev, kernels.HONEST)
+    finally:
+        ev.close()
+    assert result.status is Status.OK, result.summary
+    counters = dict(result.counters)
+    assert counters.get("fresh_pools") == 1 and counters["retimed_shapes"] == 2, counters
+    assert counters["timed_calls"] == 6 * 3, counters
+    assert alive_at_pool == [False], (closed, alive_at_pool)
+    assert len(callers) == 2 and callers[0] in closed, (callers, closed)   # the first runner, then a fresh one
+    assert result.timings[0].credited_by != "window-strict", result.timings[0]
+
+
+def test_without_the_fresh_pool_a_shape_charged_twice_has_its_claims_set_aside(evaluator, monkeypatch):
+    """The same two charges with ``fresh_pool_retime`` off (the default until it is run on a
+    GPU): no third round, and the window's estimate (or the window ratio) credited.  The
+    contrast with the test above; fails if the off switch takes a third round."""
+    _charged_twice(monkeypatch)
+    result = judge(evaluator, kernels.HONEST)
+    assert result.status is Status.OK, result.summary
+    counters = dict(result.counters)
+    assert "fresh_pools" not in counters and counters["retimed_shapes"] == 1, counters
+    assert result.timings[0].credited_by in ("window-strict", "window-ratio", "device-wide", "events")

@@ -355,6 +355,73 @@ def test_claims_charged_twice_are_set_aside_and_the_window_credited_without_allo
     assert shape.median_ms >= strict and shape.median_ms == pytest.approx(0.5, abs=0.01)
 
 
+def _drifted(seed: int, n: int, event: float = 0.5) -> list[CallTimes]:
+    """Windows whose trusted overhead drifted 0.1 ms above the pool's, in every role alike
+    (dot_product 2^24 on an H200, twenty-ninth session: 137 us over a 1.56 ms pool)."""
+    return _noisy(event, 0.5, n, shift=0.1, seed=seed)
+
+
+def test_an_honest_kernel_charged_twice_by_a_drift_is_judged_against_a_fresh_pool() -> None:
+    """An honest kernel whose windows and the baseline's drifted after the pool was taken is
+    charged in both rounds.  With ``fresh_pool`` (a pool taken with the candidate's process
+    dead, in the drift), its third round is not charged and stands.  Fails without the third
+    round: its claims are set aside and it is credited the drift as its own time."""
+    pool = _noisy(0.5, 0.5, 32, seed=1)
+    first_two = [(_drifted(50, 16), _drifted(51, 6)), (_drifted(52, 16), _drifted(53, 6))]
+    off = time_shape(_Rounds(*first_two), pool)
+    assert off.strict and off.rounds == 2
+    assert credited_ms(off.candidate, off.calibration, strict=True) > 0.58       # the drift charged
+
+    taken: list[int] = []
+
+    def fresh() -> list[CallTimes]:
+        taken.append(len(taken))
+        return _drifted(56, 32)
+
+    rounds = _Rounds(*first_two, (_drifted(54, 16), _drifted(55, 6)))
+    timed = time_shape(rounds, pool, fresh_pool=fresh)
+    assert taken == [0] and rounds.taken == 3 and timed.rounds == 3 and not timed.strict
+    assert len(timed.candidate) == 16 and len(timed.baseline) == 6       # the third round alone
+    assert not charged(timed.candidate, timed.calibration)
+    assert credited_ms(timed.candidate, timed.calibration) <= 1.02 * 0.5 + 1e-3
+    assert len(pool) == 32
+
+
+def test_no_fresh_pool_is_taken_unless_the_second_round_is_charged_too() -> None:
+    """The fresh pool costs a runner's start-up: it is taken only on a second charge.  Fails if
+    it is taken after the first."""
+    pool = _noisy(0.5, 0.5, 32, seed=1)
+    taken: list[int] = []
+
+    def fresh() -> list[CallTimes]:
+        taken.append(1)
+        return _noisy(0.5, 0.5, 32, seed=57)
+
+    once = time_shape(_Rounds((_noisy(0.5, 0.5, 16, seed=58), _noisy(0.5, 0.5, 6, seed=59))), pool, fresh_pool=fresh)
+    unlucky = time_shape(_Rounds((_drifted(60, 16), _drifted(61, 6)), (_noisy(0.5, 0.5, 16, seed=62),
+                                                                        _noisy(0.5, 0.5, 6, seed=63))),
+                         pool, fresh_pool=fresh)
+    assert (once.rounds, unlucky.rounds) == (1, 2) and not once.strict and not unlucky.strict
+    assert taken == []
+
+
+def test_a_forger_charged_twice_is_charged_again_against_the_fresh_pool() -> None:
+    """A runner reporting 1 us for a 0.5 ms call: a clean fresh pool changes nothing for it.  It
+    is charged a third time and credited the window's own estimate over all three rounds, with
+    the lowest overhead estimate of the old pool, the fresh one and the rest.  Fails if a third
+    round may stand on its claims, or if the fresh pool replaces the lowest estimate."""
+    pool = _noisy(0.5, 0.5, 32, seed=1)
+    rounds = _Rounds((_noisy(0.001, 0.5, 16, seed=64), _noisy(0.5, 0.5, 6, seed=65)),
+                     (_noisy(0.001, 0.5, 16, seed=66), _noisy(0.5, 0.5, 6, seed=67)),
+                     (_noisy(0.001, 0.5, 16, seed=68), _noisy(0.5, 0.5, 6, seed=69)))
+    fresh = _noisy(0.5, 0.5, 32, seed=70, shift=0.05)     # a slower fresh pool: its estimate is not the lowest
+    timed = time_shape(rounds, pool, fresh_pool=lambda: fresh)
+    assert rounds.taken == 3 and timed.rounds == 3 and timed.strict
+    assert len(timed.candidate) == 48 and len(timed.baseline) == 18
+    assert timed.calibration.overhead_ms <= Calibration.of(pool).overhead_ms + 1e-9
+    assert credited_ms(timed.candidate, timed.calibration, strict=True) == pytest.approx(0.5, abs=0.02)
+
+
 def test_a_candidate_that_slows_the_baselines_windows_cannot_raise_its_own_calibration() -> None:
     """A forger that reports 1 us and slows the trusted side's copies (+2 ms) whenever the
     baseline runs, never while it runs itself: its 12 interleaved baseline windows outnumber
