@@ -356,7 +356,12 @@ class Session:
             self.stages.count("unsettled", self.runner.unsettled)
             self.runner.close(wait=True)
             calls = max(cfg.clean_calls, len(sb.calibration))
-            pool = self.bench.fresh_pool(sb, calls, cfg.baseline_every, self._timeout(cfg.benchmark_timeout_s))
+            try:
+                pool = self.bench.fresh_pool(sb, calls, cfg.baseline_every, self._timeout(cfg.benchmark_timeout_s))
+            except GpuBusy as exc:      # the candidate's process and context are gone: not its work
+                raise _Stop(Verdict(Status.CRASH, shared_gpu(exc, f"while a fresh pool was taken with the "
+                                                                  f"candidate's runner gone ({self.where})"),
+                                    "crash:evaluator")) from None
             self.runner = self.respawn()
             self.attached.clear()
             self._maps_judge = None

@@ -523,3 +523,32 @@ def test_without_the_fresh_pool_a_shape_charged_twice_has_its_claims_set_aside(e
     counters = dict(result.counters)
     assert "fresh_pools" not in counters and counters["retimed_shapes"] == 1, counters
     assert result.timings[0].credited_by in ("window-strict", "window-ratio", "device-wide", "events")
+
+
+def test_a_gpu_busy_while_the_fresh_pool_is_taken_is_the_evaluators_failure(evaluator, monkeypatch):
+    """The fresh pool is taken once the candidate's process is gone: a GPU busy then is another
+    process's, which is no verdict on the candidate, and the summary says when it was found.
+    Fails if the busy GPU goes to the session's generic handler, which would kill the dead runner
+    again and blame the candidate (``flagged:work-after-reply``) had the GPU gone idle meanwhile."""
+    from evo_fsr.verdict import bench as bench_module
+
+    made: list = []
+    real_pool = bench_module.Workbench.fresh_pool
+
+    def fresh_pool(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        busy = self.memory.folder / f"busy-{os.getpid()}"     # this process: it outlives the runner
+        busy.touch()
+        made.append(busy)
+        return real_pool(self, *args, **kwargs)
+
+    monkeypatch.setattr(bench_module.Workbench, "fresh_pool", fresh_pool)
+    _charged_twice(monkeypatch)
+    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, fresh_pool_retime=True))
+    try:
+        result = judge(ev, kernels.HONEST)
+    finally:
+        for busy in made:
+            busy.unlink(missing_ok=True)
+        ev.close()
+    assert made and result.rejection == "crash:evaluator", result.summary
+    assert "fresh pool" in result.summary and "another process is using this GPU" in result.summary
