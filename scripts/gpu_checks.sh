@@ -24,8 +24,8 @@
 #   [TASK=t SEED=s REPS=8 FRESH_POOL=1] scripts/gpu_checks.sh charges  # an honest seed judged REPS times: which
 #                                                          # term set each credit, and the parts of its windows
 #                                                          # (probe_charges.py); FRESH_POOL=1: a shape charged twice
-#                                                          # gets a third round on a fresh pool (fresh_pool_retime)
-#   EVO_FSR_FRESH_POOL_RETIME=1 scripts/gpu_checks.sh adversarial   # the suites with that third round on
+#                                                          # is judged against a fresh pool (fresh_pool_retime)
+#   EVO_FSR_FRESH_POOL_RETIME=1 scripts/gpu_checks.sh adversarial   # the suites with the fresh pool on
 #   TASK=t VARIANTS="..." [BATCH=1,8] scripts/gpu_checks.sh inproc  # the same variants and the library timed alike in one
 #                                                          # process: no runner, no IPC, no window (probe_inproc.py)
 #   TASKS="a b" BUDGET_S=560 scripts/gpu_checks.sh evolve  # issue 13: a no-LLM evolve run per task

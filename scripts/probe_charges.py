@@ -61,8 +61,8 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--fresh-pool", action="store_true",
-                        help="EvalConfig.fresh_pool_retime: a shape charged twice gets a third round against a "
-                             "pool taken with the candidate's runner killed")
+                        help="EvalConfig.fresh_pool_retime: a shape charged twice is judged against a pool "
+                             "taken with the candidate's runner killed")
     args = parser.parse_args()
 
     evaluator = Evaluator(args.task, EvalConfig(max_trials=args.trials, library=False,

@@ -77,8 +77,8 @@ class EvalConfig:
     gpu_shared: bool = False                  # other processes use this GPU: no idle gate (gpu_idle.py;
                                               # also EVO_FSR_GPU_SHARED=1)
     fresh_pool_retime: bool = False           # a shape charged twice: kill the candidate's runner, take a
-                                              # fresh pool, time a third round (profile.time_shape; also
-                                              # EVO_FSR_FRESH_POOL_RETIME=1). Off until run on a GPU
+                                              # fresh pool, judge both rounds against it (profile.time_shape;
+                                              # also EVO_FSR_FRESH_POOL_RETIME=1). Off until run on a GPU
 
 
 def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult,

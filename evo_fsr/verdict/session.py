@@ -9,8 +9,9 @@
    every timed call has fresh secret inputs and is checked; the trusted baseline runner is timed
    interleaved (one window every ``baseline_every``); credited times as in profile.py, and a
    shape whose claims disagree with the trusted window timed a second round (profile.time_shape),
-   and, where that is charged too and ``EvalConfig.fresh_pool_retime`` is on, a third against a
-   pool taken with the candidate's runner killed, on a fresh runner (``Session._fresh_pool``);
+   and, where that is charged too and ``EvalConfig.fresh_pool_retime`` is on, judged against a
+   pool taken at once with the candidate's runner killed, a fresh one started for what follows
+   (``Session._fresh_pool``);
    a batched shape also gets single-call windows, whose estimate its credit never goes under
    (profile.single_call_floor_ms: calls fused across a batch), taken in two more rounds where
    that floor binds, the median kept (profile.single_floor_retimed).
@@ -82,7 +83,7 @@ class Session:
                  respawn: Callable[[], RunnerProcess] | None = None) -> None:
         self.bench, self.cfg, self.gpu, self.runner, self.shapes = bench, config, gpu, runner, shapes
         self.quiet = quiet
-        self.respawn = respawn          # a fresh runner of the candidate's library (None: no third round)
+        self.respawn = respawn          # a fresh runner of the candidate's library (None: no fresh pool)
         self.task = bench.task
         self.stages = stages
         self.deadline = time.monotonic() + config.candidate_budget_s
@@ -347,8 +348,9 @@ class Session:
         kill the candidate's runner and await its exit, which ends its context and every kernel
         or copy-engine transfer it left queued (the idle gate does not see a host-to-device copy);
         take a calibration pool as large as the shape's (``Workbench.fresh_pool``) with no
-        process of the candidate's alive; then start a fresh runner of its library, attach the
-        shape's buffers and warm it up with one checked window, for the third round."""
+        process of the candidate's alive, against which the two rounds are judged; then start a
+        fresh runner of its library, attach the shape's buffers and warm it up with one checked
+        window, for the shape's single-call windows and the shapes after it."""
         assert self.respawn is not None
         cfg = self.cfg
         self.where = f"benchmark shape {shape.label}, fresh pool"

@@ -283,12 +283,13 @@ def test_the_single_call_floor_survives_a_slowed_baseline() -> None:
                      f"fused kernel is credited {max(floor, fused_per_call):.3f} ms a call for 0.9 ms of work")
 
 
-def _forger_gain(fraction: float, factor: int, seeds: int = 20) -> float:
+def _forger_gain(fraction: float, factor: int, seeds: int = 20, fresh: bool = False) -> float:
     """A forger's median gain over the honest claim on topk's quick shape as an H200 timed it
     (twenty-sixth session, ``scripts/probe_slack.py``): an 18.5 us call in windows of ~0.9 ms
     overhead with a spread of 70 us (the pool's read 63-81 us), a naive baseline of 1.41 ms, and
     the evaluator's counts for a launch-bound shape: max_trials and clean_calls (the pool of twin
-    windows) times ``factor``.  The forger claims ``fraction`` of its time."""
+    windows) times ``factor``.  The forger claims ``fraction`` of its time.  ``fresh``: a shape
+    charged twice is re-judged against a fresh pool (``EvalConfig.fresh_pool_retime``)."""
     config = EvalConfig()
     call_ms, overhead_ms, spread_ms, base_ms = 0.0185, 0.9, 0.070, 1.41
     windows, pool_calls = config.max_trials * factor, config.clean_calls * factor
@@ -301,7 +302,9 @@ def _forger_gain(fraction: float, factor: int, seeds: int = 20) -> float:
             def timing_round() -> tuple[list[CallTimes], list[CallTimes]]:
                 return (_windows(rng, windows, claim_ms, call_ms, overhead_ms, spread_ms),
                         _windows(rng, windows // config.baseline_every, base_ms, base_ms, overhead_ms, spread_ms))
-            timed = profile.time_shape(timing_round, pool)
+            def fresh_pool() -> list[CallTimes]:
+                return _windows(rng, pool_calls, base_ms, base_ms, overhead_ms, spread_ms)
+            timed = profile.time_shape(timing_round, pool, fresh_pool=fresh_pool if fresh else None)
             return profile.summarise("s", timed.candidate, timed.baseline, timed.calibration, base_ms, 0.0,
                                      strict=timed.strict).median_ms
         gains.append(credited(call_ms) / credited(fraction * call_ms))
@@ -316,6 +319,18 @@ def test_a_claim_far_below_the_call_is_charged_on_an_unbatched_shape() -> None:
     assert _forger_gain(0.05, 1) > 10.0                  # the model shows the hole the factor closes
     gain = _forger_gain(0.05, factor)
     assert gain < 1.0, f"a claim of 5 % credited x{gain:.2f} the honest claim at launch_bound_factor {factor}"
+
+
+@pytest.mark.parametrize("fraction", [0.05, 0.25, 0.5, 0.75])
+def test_the_fresh_pool_gives_a_forger_no_more_than_it_had(fraction: float) -> None:
+    """``fresh_pool_retime`` re-judges a shape charged twice against a pool taken with the
+    candidate's process dead.  A third round against that pool instead gave a 5 % claim on the
+    launch-bound shape one more chance to escape: its median credit went from its whole time
+    to the claim (x20), and a 25 % claim's escapes from 55 % to 77 % of evaluations.  Fails if
+    the fresh pool raises the forger's median gain over 300 evaluations by more than 2 %."""
+    off = _forger_gain(fraction, EvalConfig().launch_bound_factor, seeds=300)
+    on = _forger_gain(fraction, EvalConfig().launch_bound_factor, seeds=300, fresh=True)
+    assert on <= 1.02 * off, f"a claim of {fraction:.0%}: x{on:.2f} the honest claim with the fresh pool, x{off:.2f} without"
 
 
 @pytest.mark.parametrize("fraction", [0.5, 0.75])
