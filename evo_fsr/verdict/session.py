@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -357,6 +358,9 @@ class Session:
         with self.stages.stage("fresh_pool"):
             self.stages.count("unsettled", self.runner.unsettled)
             self.runner.close(wait=True)
+            # and its files (the workdir holds whatever it wrote, up to RLIMIT_FSIZE a file, on a
+            # tmpfs: memory it could fill in its last call to slow the pool after it)
+            shutil.rmtree(self.runner.workdir, ignore_errors=True)
             calls = max(cfg.clean_calls, len(sb.calibration))
             try:
                 pool = self.bench.fresh_pool(sb, calls, cfg.baseline_every, self._timeout(cfg.benchmark_timeout_s))

@@ -469,8 +469,8 @@ def test_a_shape_charged_twice_is_judged_against_a_fresh_pool_taken_with_its_run
     """With ``fresh_pool_retime``, a shape charged in two rounds is judged against a pool taken at
     once: the candidate's runner is killed and its exit awaited, the pool is taken with no
     process of the candidate's alive, and a fresh runner of its library serves what follows (a
-    warm-up window, checked).  Fails if the old runner still lives while the pool is taken, if
-    no fresh runner is started, or if the pool is not taken."""
+    warm-up window, checked).  Fails if the old runner still lives, or its workdir is still
+    there, while the pool is taken, if no fresh runner is started, or if the pool is not taken."""
     from evo_fsr.runner import harness
     from evo_fsr.testing.fake_device import _alive
     from evo_fsr.verdict import bench as bench_module
@@ -481,9 +481,13 @@ def test_a_shape_charged_twice_is_judged_against_a_fresh_pool_taken_with_its_run
     real_close, real_pool = harness.RunnerProcess.close, bench_module.Workbench.fresh_pool
     real_send = harness.RunnerProcess.send
 
+    workdirs_at_pool: list[bool] = []
+    first_workdir: list = []
+
     def send(self, message, timeout_s):  # type: ignore[no-untyped-def]
         if message.get("op") == "call" and message.get("lib") == "candidate" and self.pid not in callers:
             callers.append(self.pid)
+            first_workdir.append(self.workdir)
         return real_send(self, message, timeout_s)
 
     def close(self, wait=True):  # type: ignore[no-untyped-def]
@@ -493,6 +497,7 @@ def test_a_shape_charged_twice_is_judged_against_a_fresh_pool_taken_with_its_run
 
     def fresh_pool(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         alive_at_pool.append(_alive(callers[0]))         # the runner its first two rounds ran on
+        workdirs_at_pool.append(first_workdir[0].exists())
         return real_pool(self, *args, **kwargs)
 
     monkeypatch.setattr(harness.RunnerProcess, "close", close)
@@ -509,6 +514,7 @@ def test_a_shape_charged_twice_is_judged_against_a_fresh_pool_taken_with_its_run
     assert counters.get("fresh_pools") == 1 and counters["retimed_shapes"] == 1, counters
     assert counters["timed_calls"] == 6 * 2, counters
     assert alive_at_pool == [False], (closed, alive_at_pool)
+    assert workdirs_at_pool == [False]          # nothing it wrote outlives it into the pool
     assert len(callers) == 2 and callers[0] in closed, (callers, closed)   # the first runner, then a fresh one
 
 
