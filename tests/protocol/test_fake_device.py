@@ -465,6 +465,26 @@ def _charged_twice(monkeypatch):
     return calls
 
 
+def _judged_with_fresh_pool(evaluator, monkeypatch, before_pool):
+    """The honest kernel judged with ``fresh_pool_retime`` on and two charges forced;
+    ``before_pool(workbench)`` runs as each fresh pool starts."""
+    from evo_fsr.verdict import bench as bench_module
+
+    real_pool = bench_module.Workbench.fresh_pool
+
+    def fresh_pool(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        before_pool(self)
+        return real_pool(self, *args, **kwargs)
+
+    monkeypatch.setattr(bench_module.Workbench, "fresh_pool", fresh_pool)
+    _charged_twice(monkeypatch)
+    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, fresh_pool_retime=True))
+    try:
+        return judge(ev, kernels.HONEST)
+    finally:
+        ev.close()
+
+
 def test_a_shape_charged_twice_is_judged_against_a_fresh_pool_taken_with_its_runner_dead(evaluator, monkeypatch):
     """With ``fresh_pool_retime``, a shape charged in two rounds is judged against a pool taken at
     once: the candidate's runner is killed and its exit awaited, the pool is taken with no
@@ -473,13 +493,11 @@ def test_a_shape_charged_twice_is_judged_against_a_fresh_pool_taken_with_its_run
     there, while the pool is taken, if no fresh runner is started, or if the pool is not taken."""
     from evo_fsr.runner import harness
     from evo_fsr.testing.fake_device import _alive
-    from evo_fsr.verdict import bench as bench_module
 
     closed: list[int] = []
     alive_at_pool: list[bool] = []
     callers: list[int] = []         # the pid of each runner that ran a call of the candidate's library
-    real_close, real_pool = harness.RunnerProcess.close, bench_module.Workbench.fresh_pool
-    real_send = harness.RunnerProcess.send
+    real_close, real_send = harness.RunnerProcess.close, harness.RunnerProcess.send
 
     workdirs_at_pool: list[bool] = []
     first_workdir: list = []
@@ -495,20 +513,13 @@ def test_a_shape_charged_twice_is_judged_against_a_fresh_pool_taken_with_its_run
             closed.append(self.pid)
         return real_close(self, wait)
 
-    def fresh_pool(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def before_pool(workbench) -> None:  # type: ignore[no-untyped-def]
         alive_at_pool.append(_alive(callers[0]))         # the runner its first two rounds ran on
         workdirs_at_pool.append(first_workdir[0].exists())
-        return real_pool(self, *args, **kwargs)
 
     monkeypatch.setattr(harness.RunnerProcess, "close", close)
     monkeypatch.setattr(harness.RunnerProcess, "send", send)
-    monkeypatch.setattr(bench_module.Workbench, "fresh_pool", fresh_pool)
-    _charged_twice(monkeypatch)
-    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, fresh_pool_retime=True))
-    try:
-        result = judge(ev, kernels.HONEST)
-    finally:
-        ev.close()
+    result = _judged_with_fresh_pool(evaluator, monkeypatch, before_pool)
     assert result.status is Status.OK, result.summary
     counters = dict(result.counters)
     assert counters.get("fresh_pools") == 1 and counters["retimed_shapes"] == 1, counters
@@ -535,25 +546,17 @@ def test_a_gpu_busy_while_the_fresh_pool_is_taken_is_the_evaluators_failure(eval
     process's, which is no verdict on the candidate, and the summary says when it was found.
     Fails if the busy GPU goes to the session's generic handler, which would kill the dead runner
     again and blame the candidate (``flagged:work-after-reply``) had the GPU gone idle meanwhile."""
-    from evo_fsr.verdict import bench as bench_module
-
     made: list = []
-    real_pool = bench_module.Workbench.fresh_pool
 
-    def fresh_pool(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        busy = self.memory.folder / f"busy-{os.getpid()}"     # this process: it outlives the runner
+    def before_pool(workbench) -> None:  # type: ignore[no-untyped-def]
+        busy = workbench.memory.folder / f"busy-{os.getpid()}"     # this process: it outlives the runner
         busy.touch()
         made.append(busy)
-        return real_pool(self, *args, **kwargs)
 
-    monkeypatch.setattr(bench_module.Workbench, "fresh_pool", fresh_pool)
-    _charged_twice(monkeypatch)
-    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, fresh_pool_retime=True))
     try:
-        result = judge(ev, kernels.HONEST)
+        result = _judged_with_fresh_pool(evaluator, monkeypatch, before_pool)
     finally:
         for busy in made:
             busy.unlink(missing_ok=True)
-        ev.close()
     assert made and result.rejection == "crash:evaluator", result.summary
     assert "fresh pool" in result.summary and "another process is using this GPU" in result.summary
