@@ -12,7 +12,7 @@ from evo_fsr.types import Candidate
 from evo_fsr.verdict.evaluate import Evaluator
 from evo_fsr.verdict.profile import Calibration
 
-cases = {c.name: c for c in v3.build_cases() if c.name.startswith("forges_within")}
+cases = {c.name: c for c in v3.build_cases() if c.name.startswith("forges_")}
 honest = v3.honest_source(next(iter(cases.values())))
 runs = [("honest", honest), ("forge75", cases["forges_within_one_slack_on_an_unbatched_shape"].source),
         ("forge50", cases["forges_half_its_time_on_an_unbatched_shape"].source)]

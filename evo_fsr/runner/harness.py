@@ -36,9 +36,14 @@ from .sandbox import (SandboxPolicy, confine_policy, kill_group, report_confinem
                       spawn_sandboxed)
 
 RUNNER_SCRIPT = Path(__file__).resolve().parent / "runner.py"
-#: How long ``settle`` waits for every thread of a runner to stop (a thread inside a system call
-#: that cannot be interrupted stops when the call returns).
+#: How long ``settle`` waits for every thread of a runner to stop before it counts the runner
+#: ``unsettled`` (a thread inside a system call that cannot be interrupted stops when the call
+#: returns), and how long in all before a thread still running is a protocol violation: nothing is
+#: timed while a runner is not settled, so a thread parked in a long uninterruptible call (the
+#: red team's madvise(MADV_POPULATE_READ) over 100 GB of reserved address space ran 6.7 s through
+#: a SIGSTOP) gains nothing by it, and one that outlasts the limit ends the candidate.
 SETTLE_TIMEOUT_S = 1.0
+SETTLE_LIMIT_S = 10.0
 
 
 class RunnerTimeout(Exception):
@@ -157,18 +162,28 @@ class RunnerProcess:
                 running.append(int(tid))
         return running
 
-    def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> bool:
+    def settle(self, timeout_s: float | None = None, limit_s: float | None = None) -> bool:
         """Wait until every thread of the runner is stopped (after a reply; nothing to wait for
-        otherwise).  False, and ``unsettled`` counted, when one still ran after ``timeout_s``."""
+        otherwise).  True at once; False, with ``unsettled`` counted, when one still ran after
+        ``timeout_s`` (``SETTLE_TIMEOUT_S``) but stopped within ``limit_s`` (``SETTLE_LIMIT_S``).
+        A thread still running then kills the runner's group: ``ProtocolViolation``.  It never
+        returns while a thread of the runner runs, so nothing is timed beside one."""
         if not self._stopped:
             return True
-        deadline = time.monotonic() + timeout_s
-        while self.running_threads():
-            if time.monotonic() > deadline:
+        start = time.monotonic()
+        counted_at = start + (SETTLE_TIMEOUT_S if timeout_s is None else timeout_s)
+        give_up_at = start + max(SETTLE_LIMIT_S if limit_s is None else limit_s, counted_at - start)
+        counted = False
+        while running := self.running_threads():
+            now = time.monotonic()
+            if now > counted_at and not counted:
                 self.unsettled += 1
-                return False
-            time.sleep(20e-6)
-        return True
+                counted = True
+            if now > give_up_at:
+                raise self._violation(f"{len(running)} thread(s) of the runner still ran {now - start:.1f} s after "
+                                      f"it was stopped (SIGSTOP) following its reply")
+            time.sleep(20e-6 if not counted else 1e-3)
+        return not counted
 
     def __enter__(self) -> "RunnerProcess":
         return self

@@ -141,9 +141,12 @@ def interleaving(windows: int, every: int) -> Iterator[tuple[bool, bool]]:
 
 
 def interleaved_windows(candidate: Callable[[], CallTimes], baseline: Callable[[], CallTimes], windows: int,
-                        every: int) -> tuple[list[CallTimes], list[CallTimes]]:
+                        every: int, enough: Callable[[list[CallTimes], list[CallTimes]], bool] | None = None,
+                        ) -> tuple[list[CallTimes], list[CallTimes]]:
     """``windows`` windows of ``candidate`` (the candidate's, or the twin's in its place) with one
-    of ``baseline`` every ``every``, before and after alternately (``interleaving``)."""
+    of ``baseline`` every ``every``, before and after alternately (``interleaving``); fewer where
+    ``enough`` (asked after each candidate window and the baseline window that follows it, if
+    any) says the windows so far are enough."""
     cand_calls: list[CallTimes] = []
     base_calls: list[CallTimes] = []
     for before, after in interleaving(windows, every):
@@ -152,7 +155,28 @@ def interleaved_windows(candidate: Callable[[], CallTimes], baseline: Callable[[
         cand_calls.append(candidate())
         if after:
             base_calls.append(baseline())
+        if enough is not None and enough(cand_calls, base_calls):
+            break
     return cand_calls, base_calls
+
+
+def enough_windows(least: int, budget_s: float, every: int) -> Callable[[list[CallTimes], list[CallTimes]], bool]:
+    """When a shape's timing round may stop: after at least ``least`` candidate windows, once their
+    number times the median window (the candidate's, plus the interleaved baseline's median over
+    ``every``) has spent ``budget_s``.
+
+    The count is set by the timed windows' own median, not by a window before them: a kernel that
+    made its untimed warm-up slow (0.25 s) cut a launch-bound shape from 240 timed windows to 16,
+    and the slack its forged claims may hide in (one standard error of the window) grew ~2.3x
+    (red-team finding, thirtieth session).  To stop the round early now, over half of the windows
+    so far must be slow, and then so is the median the candidate is credited from."""
+    def enough(cand: list[CallTimes], base: list[CallTimes]) -> bool:
+        if len(cand) < least:
+            return False
+        base_ms = statistics.median(b.window_ms for b in base) if base else 0.0
+        per_window_s = (statistics.median(c.window_ms for c in cand) + base_ms / max(1, every)) / 1e3
+        return len(cand) * per_window_s >= budget_s
+    return enough
 
 
 def call_error(reply: dict[str, Any]) -> str | None:

@@ -35,7 +35,7 @@ from ..runner.libraries import MapsJudge, MapsUnreadable, mapped_files
 from ..tasks import Shape
 from ..types import GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
 from . import profile
-from .bench import Workbench, call_error, interleaved_windows, timed_batch
+from .bench import Workbench, call_error, enough_windows, interleaved_windows, timed_batch
 from .gpu_idle import ATTRIBUTION_WAIT_S, GpuBusy, shared_gpu
 from .inputs import make_case, reference
 from .validate import check_call, check_outputs
@@ -290,19 +290,20 @@ class Session:
                 self._attach(slot)
             baseline = self.bench.attach_baseline(*sb.baseline_slots[:k])
             with self.stages.stage("warmup"):
-                first = self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s, first_call=True)
-                base_first = self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s)
-            # the number of timed windows is fixed here, before any of them: as many calls as
-            # the time budget allows within [min_trials, max_trials], k to a window, and never
-            # fewer than min_windows windows; a launch-bound shape (one call a window) up to
-            # launch_bound_factor times max_trials, so that the slack its claims may hide in
-            # (one standard error of the window's median) is a small share of its call
-            per_call_s = (first.window_ms + base_first.window_ms / cfg.baseline_every) / 1e3 / k
+                # warm-ups only: no count is taken from them (bench.enough_windows)
+                self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s, first_call=True)
+                self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s)
+            # the number of timed windows: as many calls as the time budget allows within
+            # [min_trials, max_trials], k to a window, and never fewer than min_windows windows; a
+            # launch-bound shape (one call a window) up to launch_bound_factor times max_trials, so
+            # that the slack its claims may hide in (one standard error of the window's median) is
+            # a small share of its call.  The budget is spent at the timed windows' own median,
+            # as they come, so that no untimed call of the candidate's can shorten the round
             most = cfg.max_trials * max(1, cfg.launch_bound_factor) if sb.launch_bound else cfg.max_trials
-            calls = int(min(most, max(cfg.min_trials, cfg.time_budget_s / max(per_call_s, 1e-6))))
-            windows = max(cfg.min_windows, -(-calls // k))
+            windows = max(cfg.min_windows, -(-most // k))
+            least = max(cfg.min_windows, -(-cfg.min_trials // k))
             fresh = (lambda: self._fresh_pool(sb, slots, shape, xp)) if self.respawn is not None else None
-            timed = profile.time_shape(lambda: self._timing_round(sb, slots, shape, xp, baseline, windows),
+            timed = profile.time_shape(lambda: self._timing_round(sb, slots, shape, xp, baseline, windows, least),
                                        sb.calibration, fresh_pool=fresh)
             self.stages.count("retimed_shapes", timed.rounds - 1)
             charged += int(timed.strict)
@@ -330,15 +331,17 @@ class Session:
                        timings=tuple(timings))
 
     def _timing_round(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, baseline: RunnerProcess,
-                      windows: int) -> tuple[list[profile.CallTimes], list[profile.CallTimes]]:
-        """``windows`` checked candidate windows with one trusted baseline window interleaved
-        every ``baseline_every`` (before or after, alternately; the calibration's twin is timed
-        in the same pattern, bench.calibration_round)."""
+                      windows: int, least: int) -> tuple[list[profile.CallTimes], list[profile.CallTimes]]:
+        """Up to ``windows`` checked candidate windows, at least ``least`` and then until the time
+        budget is spent at their median (bench.enough_windows), with one trusted baseline window
+        interleaved every ``baseline_every`` (before or after, alternately; the calibration's twin
+        is timed in the same pattern, bench.calibration_round)."""
         cfg = self.cfg
         with self.stages.stage("timing"):
             cand_calls, base_calls = interleaved_windows(
                 lambda: self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s),
-                lambda: self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s), windows, cfg.baseline_every)
+                lambda: self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s), windows, cfg.baseline_every,
+                enough_windows(least, cfg.time_budget_s, cfg.baseline_every))
         self.stages.count("timed_calls", len(cand_calls) * len(slots))
         self.stages.seconds["timed_gpu"] = self.stages.seconds.get("timed_gpu", 0.0) + sum(
             c.event_all_ms for c in cand_calls + base_calls) / 1e3

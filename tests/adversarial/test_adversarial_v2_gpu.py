@@ -72,7 +72,8 @@ class SuiteV2:
     def line(self, c: v2.CaseV2) -> str:
         result = self.results[c.name]
         return (f"{c.name:44s} m{c.mechanism} {c.expected:10s} {result.status.value:10s} "
-                f"{str(result.rejection):30s} x{result.geomean_speedup or 0.0:7.2f} {self.seconds[c.name]:6.1f}s")
+                f"{str(result.rejection):30s} x{result.geomean_speedup or 0.0:7.2f} {self.seconds[c.name]:6.1f}s"
+                f"{credit_terms(result)}")
 
     @staticmethod
     def _honest(ev: Evaluator, task: str, case: v2.CaseV2) -> EvalResult:
@@ -117,6 +118,18 @@ def test_case_outcome(suite: SuiteV2, name: str, request: pytest.FixtureRequest)
     if name in KNOWN_OPEN:
         request.applymarker(pytest.mark.xfail(reason=KNOWN_OPEN[name], strict=False))
     check_outcome(name, case.expected, suite.results[name], lambda: suite.honest[name])
+
+
+def credit_terms(result: EvalResult) -> str:
+    """What set each shape's credit, and the protocol's charges and fresh pools, for a suite line
+    (empty where nothing was timed): which term a cheat's credit came from is what its verdict
+    hangs on."""
+    if not result.timings:
+        return ""
+    counters = dict(result.counters)
+    terms = ",".join(t.credited_by for t in result.timings)
+    return (f"  [{terms}; charged {counters.get('charged_shapes', 0)}, "
+            f"fresh pools {counters.get('fresh_pools', 0)}]")
 
 
 def check_outcome(name: str, expected: str, result: EvalResult, honest: Callable[[], EvalResult]) -> None:

@@ -333,9 +333,12 @@ def test_the_fresh_pool_gives_a_forger_no_more_than_it_had(fraction: float) -> N
     assert on <= 1.02 * off, f"a claim of {fraction:.0%}: x{on:.2f} the honest claim with the fresh pool, x{off:.2f} without"
 
 
-@pytest.mark.parametrize("fraction", [0.5, 0.75])
+@pytest.mark.parametrize("fraction", [0.15, 0.25, 0.35, 0.5, 0.75])
 def test_a_claim_inside_the_slack_gains_under_15_percent_on_an_unbatched_shape(fraction: float) -> None:
-    """The forger's arithmetic at the evaluator's counts for a launch-bound shape (``_forger_gain``)."""
+    """The forger's arithmetic at the evaluator's counts for a launch-bound shape (``_forger_gain``).
+    A claim of 15-35 % gains most (the red team, thirtieth session: x5.4, x4.0 and x2.9 in this
+    model, where SECURITY.md had cited only 50 % and 75 %): it escapes the charge in either of two
+    rounds more often than not, and is then credited about its claim."""
     gain = _forger_gain(fraction, EvalConfig().launch_bound_factor)
     if gain > v3.MAX_SPEEDUP_OVER_HONEST:
         pytest.xfail(f"{v3.HOLE_SLACK_UNBATCHED}: a claim of {fraction:.0%} is credited x{gain:.2f} the honest claim")

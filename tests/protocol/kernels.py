@@ -206,3 +206,50 @@ int launch(const float* x, float* y, int n, void* stream) {
     return 0;
 }
 """
+
+#: relu with a host thread that, from the fifth call at the benchmark size on, parks in one long
+#: system call that only a fatal signal interrupts: madvise(MADV_POPULATE_READ) over 40 GB of
+#: reserved, never-committed address space (the zero page mapped; ~80 MB of page tables, ~2.5 s
+#: on this project's CPU machine).  SIGSTOP does not stop it, so it would run on beside the trusted
+#: windows that follow the reply (the red team's finding, thirtieth session).
+UNSTOPPABLE_THREAD = r"""
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <semaphore.h>
+#include <sys/mman.h>
+static sem_t go;
+static int started = 0, calls = 0;
+static void* hog(void* arg) {
+    for (;;) {
+        sem_wait(&go);
+        size_t size = (size_t)40 << 30;
+        char* p = mmap(0, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) continue;
+        madvise(p, size, 22 /* MADV_POPULATE_READ */);
+        munmap(p, size);
+    }
+    return 0;
+}
+int launch(const float* x, float* y, int n, void* stream) {
+    if (!started) { pthread_t t; started = 1; sem_init(&go, 0, 0); pthread_create(&t, 0, hog, 0); }
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    if (n == 20011 && ++calls >= 5) sem_post(&go);
+    return 0;
+}
+"""
+
+#: an honest relu whose first four calls at the benchmark size (the sweep's and the untimed
+#: warm-up window) sleep 0.4 s each: were the number of timed windows set from the warm-up, it
+#: would cut a launch-bound shape's windows, and widen the slack a forged claim hides in
+SLOW_WARMUP = r"""
+#include <time.h>
+static int seen = 0;
+int launch(const float* x, float* y, int n, void* stream) {
+    if (n == 20011 && ++seen <= 4) {
+        struct timespec t = {0, 400000000};
+        nanosleep(&t, 0);
+    }
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return 0;
+}
+"""

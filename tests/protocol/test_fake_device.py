@@ -67,6 +67,22 @@ def test_launch_bound_shapes_take_more_windows_and_a_larger_pool(launch_bound):
     assert result.timings[0].trials in (6 * factor, 12 * factor)
 
 
+def test_a_slow_warm_up_does_not_cut_the_timed_windows(launch_bound):
+    """The number of timed windows is spent at the timed windows' own median (bench.enough_windows),
+    under a 2 s budget here.  Fails if it is set from the untimed warm-up window, as it was: four
+    0.4 s calls before the timing cut this launch-bound shape from 48 windows to 6 (red team,
+    thirtieth session), and with them the standard errors that bound a forged claim."""
+    ev = Evaluator(launch_bound.task, dataclasses.replace(launch_bound.config, time_budget_s=2.0))
+    try:
+        factor = ev.config.launch_bound_factor
+        honest, slow = judge(ev, kernels.HONEST), judge(ev, kernels.SLOW_WARMUP)
+    finally:
+        ev.close()
+    for result in (honest, slow):
+        assert result.status is Status.OK, result.summary
+        assert result.timings[0].trials in (6 * factor, 12 * factor), result.timings[0].trials
+
+
 def test_short_kernels_are_timed_in_batches_and_every_call_is_checked(batched):
     result = judge(batched, kernels.HONEST)
     assert result.status is Status.OK, result.summary
@@ -229,6 +245,41 @@ def test_a_runner_runs_only_while_it_serves_a_command(evaluator, monkeypatch):
     assert result.status is Status.OK, result.summary
     assert dict(result.counters).get("unsettled") == 0
     assert len(idle_ticks) == 4 and idle_ticks == [0, 0, 0, 0], idle_ticks
+
+
+def _populate_read_works() -> bool:
+    """Whether this kernel has madvise(MADV_POPULATE_READ) (Linux 5.14)."""
+    import ctypes
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    size = 1 << 20
+    addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        return False
+    try:
+        return libc.madvise(addr, size, 22) == 0
+    finally:
+        libc.munmap(ctypes.c_void_p(addr), ctypes.c_size_t(size))
+
+
+def test_a_thread_that_outlasts_its_stop_ends_the_candidate(evaluator, monkeypatch):
+    """A thread inside a system call that only a fatal signal interrupts runs on through the
+    runner's SIGSTOP.  ``settle`` waits for it with nothing timed meanwhile, and one still running
+    after ``SETTLE_LIMIT_S`` (0.3 s here) is a protocol violation.  Fails where a failed settle is
+    only counted (it was: the red team's thread burnt 0.2 s of CPU beside the baseline's windows,
+    and the verdict was OK)."""
+    from evo_fsr.runner import harness
+
+    if not _populate_read_works():
+        pytest.skip("madvise(MADV_POPULATE_READ) needs Linux 5.14")
+    monkeypatch.setattr(harness, "SETTLE_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(harness, "SETTLE_LIMIT_S", 0.3, raising=False)
+    result = judge(evaluator, kernels.UNSTOPPABLE_THREAD)
+    assert result.rejection == "crash:sandbox-violation", result.summary
+    assert "after it was stopped" in result.summary, result.summary
 
 
 def test_gpu_work_left_running_after_the_reply_is_flagged(evaluator):

@@ -98,3 +98,32 @@ def test_a_private_copy_is_one_device_to_device_memcpy_on_the_current_stream() -
     view = SimpleNamespace(shape=(5,), dtype="float32", nbytes=20, data=SimpleNamespace(ptr=0x1000))
     assert memory.copy(view) is fresh
     assert copies == [(0x2000, 0x1000, 20, 3, 7)]
+
+
+def _window(window_ms: float) -> "CallTimes":
+    from evo_fsr.verdict.profile import CallTimes
+    return CallTimes(0.02, 0.02, 0.03, window_ms, calls=1)
+
+
+def test_a_round_stops_only_when_its_own_median_has_spent_the_budget() -> None:
+    """bench.enough_windows: a round of launch-bound windows (~1 ms each, 1.4 ms baseline windows
+    one in three) runs to its cap under a 2 s budget; it may stop at ``least`` windows only when
+    over half of them are slow, and then they set the credit.  Fails if a few slow windows (or the
+    warm-up before them) can end the round early."""
+    from evo_fsr.verdict.bench import enough_windows, interleaved_windows
+
+    enough = enough_windows(16, 2.0, 3)
+    base = [_window(1.4)] * 6
+    assert not enough([_window(1.0)] * 16, base)
+    assert not enough([_window(1.0)] * 240, base * 13)                        # 240 x ~1.5 ms < 2 s
+    assert not enough([_window(250.0)] * 7 + [_window(1.0)] * 9, base)         # 7 slow of 16: median fast
+    assert enough([_window(250.0)] * 9 + [_window(1.0)] * 7, base)             # 9 slow of 16: median slow
+    assert not enough([_window(250.0)] * 15, base)                              # under ``least``
+
+    # through interleaved_windows: the slow windows come first, the round goes on to the cap
+    times = iter([250.0] * 7 + [1.0] * 500)
+    cand, basel = interleaved_windows(lambda: _window(next(times)), lambda: _window(1.4), 240, 3, enough)
+    assert len(cand) == 240 and len(basel) == 80
+    times = iter([250.0] * 500)
+    cand, _ = interleaved_windows(lambda: _window(next(times)), lambda: _window(1.4), 240, 3, enough)
+    assert len(cand) == 16
