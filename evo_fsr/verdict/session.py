@@ -4,7 +4,8 @@
    outputs poisoned, inputs checked unchanged, float64 reference; the first mismatch ends it;
 2. determinism: each validation shape's first inputs again; the outputs must equal the first run
    bitwise, or within the task's tolerance where the task says so (atomics reorder sums);
-3. benchmark: per shape, a warm-up window, then a number of timed windows fixed before timing,
+3. benchmark: per shape, a warm-up window, then timed windows up to a cap until their own median
+   has spent the time budget (bench.enough_windows; no count is taken from an untimed call),
    each of the shape's batch size of calls (one, or several for short kernels: profile.batch_size);
    every timed call has fresh secret inputs and is checked; the trusted baseline runner is timed
    interleaved (one window every ``baseline_every``); credited times as in profile.py, and a
