@@ -415,6 +415,7 @@ def forgery_cases() -> list[CaseV3]:
     if (slot >= 0) adv_claim = adv_claims[slot];
     return HONEST;'''
     half = FORGE.replace("#define ADV_FRACTION 0.75f", "#define ADV_FRACTION 0.50f")
+    fifth = FORGE.replace("#define ADV_FRACTION 0.75f", "#define ADV_FRACTION 0.20f")
     return [
         CaseV3("forges_within_one_slack_on_an_unbatched_shape", "topk", "forgery",
                wrap("topk", body, POSIX + FORGE, seed="radix_select"), NO_SPEEDUP,
@@ -431,6 +432,15 @@ def forgery_cases() -> list[CaseV3]:
                "the same forger claiming 50 % of its time: on an H200 the window's spread on topk's quick shape "
                "was 63-81 us around a ~0.9 ms overhead for an 18.5 us call, so even over eight times the windows "
                "(bench.LAUNCH_BOUND_FACTOR) one standard error of the window bound is ~11 us, more than half the call",
+               honest="seed:radix_select", hole=HOLE_SLACK_UNBATCHED, evidence=("adv-forge:",),
+               unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
+               x86_only=True),
+        CaseV3("forges_a_fifth_of_its_time_on_an_unbatched_shape", "topk", "forgery",
+               wrap("topk", body, POSIX + fifth, seed="radix_select"), NO_SPEEDUP,
+               "the same forger claiming 20 % of its time (the red team, thirtieth session): the claim is charged "
+               "in a round more often than not, but it has two rounds to escape in, and one that escapes is "
+               "credited about its claim; the CPU model (test_adversarial_v3_cpu._forger_gain) puts its median "
+               "gain at x5.0, where the 75 % and 50 % forgers gain x1.33 and x2.0. Not yet run on a GPU",
                honest="seed:radix_select", hole=HOLE_SLACK_UNBATCHED, evidence=("adv-forge:",),
                unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
                x86_only=True),
