@@ -414,36 +414,30 @@ def forgery_cases() -> list[CaseV3]:
     }
     if (slot >= 0) adv_claim = adv_claims[slot];
     return HONEST;'''
-    half = FORGE.replace("#define ADV_FRACTION 0.75f", "#define ADV_FRACTION 0.50f")
-    fifth = FORGE.replace("#define ADV_FRACTION 0.75f", "#define ADV_FRACTION 0.20f")
+    def forger(name: str, fraction: str, why: str) -> CaseV3:
+        """The radix-select forger claiming ``fraction`` (a C float literal) of its time."""
+        source = FORGE.replace("#define ADV_FRACTION 0.75f", f"#define ADV_FRACTION {fraction}")
+        return CaseV3(name, "topk", "forgery", wrap("topk", body, POSIX + source, seed="radix_select"), NO_SPEEDUP,
+                      why, honest="seed:radix_select", hole=HOLE_SLACK_UNBATCHED, evidence=("adv-forge:",),
+                      unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
+                      x86_only=True)
+
     return [
-        CaseV3("forges_within_one_slack_on_an_unbatched_shape", "topk", "forgery",
-               wrap("topk", body, POSIX + FORGE, seed="radix_select"), NO_SPEEDUP,
+        forger("forges_within_one_slack_on_an_unbatched_shape", "0.75f",
                "the radix-select seed (one launch of ~10-20 us), which measures itself on the GPU clock in the "
                "untimed sweep and then makes cudaEventElapsedTime report 75 % of that: topk's shapes are "
                "launch-bound, timed one call to a window, so the window's allowance (one standard error, a few "
                "us) is not shared by k calls, and a claim inside it is credited as is (v2's forger works on a "
-               "batched softmax shape, where it hides slack / 8)",
-               honest="seed:radix_select", hole=HOLE_SLACK_UNBATCHED, evidence=("adv-forge:",),
-               unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
-               x86_only=True),
-        CaseV3("forges_half_its_time_on_an_unbatched_shape", "topk", "forgery",
-               wrap("topk", body, POSIX + half, seed="radix_select"), NO_SPEEDUP,
+               "batched softmax shape, where it hides slack / 8)"),
+        forger("forges_half_its_time_on_an_unbatched_shape", "0.50f",
                "the same forger claiming 50 % of its time: on an H200 the window's spread on topk's quick shape "
                "was 63-81 us around a ~0.9 ms overhead for an 18.5 us call, so even over eight times the windows "
-               "(bench.LAUNCH_BOUND_FACTOR) one standard error of the window bound is ~11 us, more than half the call",
-               honest="seed:radix_select", hole=HOLE_SLACK_UNBATCHED, evidence=("adv-forge:",),
-               unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
-               x86_only=True),
-        CaseV3("forges_a_fifth_of_its_time_on_an_unbatched_shape", "topk", "forgery",
-               wrap("topk", body, POSIX + fifth, seed="radix_select"), NO_SPEEDUP,
+               "(bench.LAUNCH_BOUND_FACTOR) one standard error of the window bound is ~11 us, more than half the call"),
+        forger("forges_a_fifth_of_its_time_on_an_unbatched_shape", "0.20f",
                "the same forger claiming 20 % of its time (the red team, thirtieth session): the claim is charged "
                "in a round more often than not, but it has two rounds to escape in, and one that escapes is "
                "credited about its claim; the CPU model (test_adversarial_v3_cpu._forger_gain) puts its median "
-               "gain at x5.0, where the 75 % and 50 % forgers gain x1.33 and x2.0. Not yet run on a GPU",
-               honest="seed:radix_select", hole=HOLE_SLACK_UNBATCHED, evidence=("adv-forge:",),
-               unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
-               x86_only=True),
+               "gain at x5.0, where the 75 % and 50 % forgers gain x1.33 and x2.0. Not yet run on a GPU"),
     ]
 
 
