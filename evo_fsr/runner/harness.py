@@ -162,27 +162,26 @@ class RunnerProcess:
                 running.append(int(tid))
         return running
 
-    def settle(self, timeout_s: float | None = None, limit_s: float | None = None) -> bool:
+    def settle(self, timeout_s: float | None = None) -> bool:
         """Wait until every thread of the runner is stopped (after a reply; nothing to wait for
         otherwise).  True at once; False, with ``unsettled`` counted, when one still ran after
-        ``timeout_s`` (``SETTLE_TIMEOUT_S``) but stopped within ``limit_s`` (``SETTLE_LIMIT_S``).
-        A thread still running then kills the runner's group: ``ProtocolViolation``.  It never
-        returns while a thread of the runner runs, so nothing is timed beside one."""
+        ``timeout_s`` (``SETTLE_TIMEOUT_S``).  One still running after ``SETTLE_LIMIT_S`` kills the
+        runner's group: ``ProtocolViolation``.  It never returns while a thread of the runner
+        runs, so nothing is timed beside one."""
         if not self._stopped:
             return True
         start = time.monotonic()
-        counted_at = start + (SETTLE_TIMEOUT_S if timeout_s is None else timeout_s)
-        give_up_at = start + max(SETTLE_LIMIT_S if limit_s is None else limit_s, counted_at - start)
+        counted_after = SETTLE_TIMEOUT_S if timeout_s is None else timeout_s
         counted = False
         while running := self.running_threads():
-            now = time.monotonic()
-            if now > counted_at and not counted:
+            waited = time.monotonic() - start
+            if waited > SETTLE_LIMIT_S:
+                raise self._violation(f"{len(running)} thread(s) of the runner still ran {waited:.1f} s after "
+                                      f"it was stopped (SIGSTOP) following its reply")
+            if waited > counted_after and not counted:
                 self.unsettled += 1
                 counted = True
-            if now > give_up_at:
-                raise self._violation(f"{len(running)} thread(s) of the runner still ran {now - start:.1f} s after "
-                                      f"it was stopped (SIGSTOP) following its reply")
-            time.sleep(20e-6 if not counted else 1e-3)
+            time.sleep(1e-3 if counted else 20e-6)
         return not counted
 
     def __enter__(self) -> "RunnerProcess":

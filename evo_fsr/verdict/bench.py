@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from ..runner.harness import RunnerProcess
 from ..runner.libraries import mapped_files
@@ -34,6 +34,7 @@ from .inputs import Slot, TimedInputs, make_case, reference, timed_case
 from .memory import TrustedMemory
 from .profile import FUSABLE_FLOOR_MS, CallTimes, batch_size
 from .validate import check_call
+from .windows import interleaved_windows
 
 log = logging.getLogger(__name__)
 
@@ -128,55 +129,6 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
                             window_ms, calls=len(slots), prep_ms=(sent - start) * 1e3,
                             send_ms=(replied - sent) * 1e3), captured
-
-
-def interleaving(windows: int, every: int) -> Iterator[tuple[bool, bool]]:
-    """Per timed window, whether a baseline window comes right before it and right after it: one
-    every ``every`` windows, before and after alternately (the candidate's timing and the
-    calibration share this pattern)."""
-    for i in range(windows):
-        turn = i % max(1, every) == 0
-        first = (i // max(1, every)) % 2 == 0
-        yield turn and first, turn and not first
-
-
-def interleaved_windows(candidate: Callable[[], CallTimes], baseline: Callable[[], CallTimes], windows: int,
-                        every: int, enough: Callable[[list[CallTimes], list[CallTimes]], bool] | None = None,
-                        ) -> tuple[list[CallTimes], list[CallTimes]]:
-    """``windows`` windows of ``candidate`` (the candidate's, or the twin's in its place) with one
-    of ``baseline`` every ``every``, before and after alternately (``interleaving``); fewer where
-    ``enough`` (asked after each candidate window and the baseline window that follows it, if
-    any) says the windows so far are enough."""
-    cand_calls: list[CallTimes] = []
-    base_calls: list[CallTimes] = []
-    for before, after in interleaving(windows, every):
-        if before:
-            base_calls.append(baseline())
-        cand_calls.append(candidate())
-        if after:
-            base_calls.append(baseline())
-        if enough is not None and enough(cand_calls, base_calls):
-            break
-    return cand_calls, base_calls
-
-
-def enough_windows(least: int, budget_s: float, every: int) -> Callable[[list[CallTimes], list[CallTimes]], bool]:
-    """When a shape's timing round may stop: after at least ``least`` candidate windows, once their
-    number times the median window (the candidate's, plus the interleaved baseline's median over
-    ``every``) has spent ``budget_s``.
-
-    The count is set by the timed windows' own median, not by a window before them: a kernel that
-    made its untimed warm-up slow (0.25 s) cut a launch-bound shape from 240 timed windows to 16,
-    and the slack its forged claims may hide in (one standard error of the window) grew ~2.3x
-    (red-team finding, thirtieth session).  To stop the round early now, over half of the windows
-    so far must be slow, and then so is the median the candidate is credited from."""
-    def enough(cand: list[CallTimes], base: list[CallTimes]) -> bool:
-        if len(cand) < least:
-            return False
-        base_ms = statistics.median(b.window_ms for b in base) if base else 0.0
-        per_window_s = (statistics.median(c.window_ms for c in cand) + base_ms / max(1, every)) / 1e3
-        return len(cand) * per_window_s >= budget_s
-    return enough
 
 
 def call_error(reply: dict[str, Any]) -> str | None:

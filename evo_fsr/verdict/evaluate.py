@@ -54,7 +54,7 @@ class EvalConfig:
     determinism_check: bool = True
     max_trials: int = 30                      # timed calls of the candidate per shape, at most
     min_trials: int = 10                      # and at least (each one checked)
-    time_budget_s: float = 2.0                # per shape: timed windows until their median has spent it (bench.enough_windows)
+    time_budget_s: float = 2.0                # per shape: timed windows until their median has spent it (windows.enough_windows)
     batch_max: int = 8                        # launches per timed window for short kernels, at most
     fusable_floor_ms: float = FUSABLE_FLOOR_MS  # shapes with a speed-of-light time under this: never batched
     launch_bound_factor: int = LAUNCH_BOUND_FACTOR  # such shapes: this many times max_trials and clean_calls

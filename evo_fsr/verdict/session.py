@@ -5,7 +5,7 @@
 2. determinism: each validation shape's first inputs again; the outputs must equal the first run
    bitwise, or within the task's tolerance where the task says so (atomics reorder sums);
 3. benchmark: per shape, a warm-up window, then timed windows up to a cap until their own median
-   has spent the time budget (bench.enough_windows; no count is taken from an untimed call),
+   has spent the time budget (windows.enough_windows; no count is taken from an untimed call),
    each of the shape's batch size of calls (one, or several for short kernels: profile.batch_size);
    every timed call has fresh secret inputs and is checked; the trusted baseline runner is timed
    interleaved (one window every ``baseline_every``); credited times as in profile.py, and a
@@ -36,10 +36,11 @@ from ..runner.libraries import MapsJudge, MapsUnreadable, mapped_files
 from ..tasks import Shape
 from ..types import GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
 from . import profile
-from .bench import Workbench, call_error, enough_windows, interleaved_windows, timed_batch
+from .bench import Workbench, call_error, timed_batch
 from .gpu_idle import ATTRIBUTION_WAIT_S, GpuBusy, shared_gpu
 from .inputs import make_case, reference
 from .validate import check_call, check_outputs
+from .windows import enough_windows, interleaved_windows
 
 
 log = logging.getLogger(__name__)
@@ -291,7 +292,7 @@ class Session:
                 self._attach(slot)
             baseline = self.bench.attach_baseline(*sb.baseline_slots[:k])
             with self.stages.stage("warmup"):
-                # warm-ups only: no count is taken from them (bench.enough_windows)
+                # warm-ups only: no count is taken from them (windows.enough_windows)
                 self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s, first_call=True)
                 self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s)
             # the number of timed windows: as many calls as the time budget allows within
@@ -334,7 +335,7 @@ class Session:
     def _timing_round(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, baseline: RunnerProcess,
                       windows: int, least: int) -> tuple[list[profile.CallTimes], list[profile.CallTimes]]:
         """Up to ``windows`` checked candidate windows, at least ``least`` and then until the time
-        budget is spent at their median (bench.enough_windows), with one trusted baseline window
+        budget is spent at their median (windows.enough_windows), with one trusted baseline window
         interleaved every ``baseline_every`` (before or after, alternately; the calibration's twin
         is timed in the same pattern, bench.calibration_round)."""
         cfg = self.cfg

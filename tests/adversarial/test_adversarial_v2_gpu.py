@@ -73,7 +73,7 @@ class SuiteV2:
         result = self.results[c.name]
         return (f"{c.name:44s} m{c.mechanism} {c.expected:10s} {result.status.value:10s} "
                 f"{str(result.rejection):30s} x{result.geomean_speedup or 0.0:7.2f} {self.seconds[c.name]:6.1f}s"
-                f"{credit_terms(result)}")
+                f"{credit_note(result)}")
 
     @staticmethod
     def _honest(ev: Evaluator, task: str, case: v2.CaseV2) -> EvalResult:
@@ -120,7 +120,7 @@ def test_case_outcome(suite: SuiteV2, name: str, request: pytest.FixtureRequest)
     check_outcome(name, case.expected, suite.results[name], lambda: suite.honest[name])
 
 
-def credit_terms(result: EvalResult) -> str:
+def credit_note(result: EvalResult) -> str:
     """What set each shape's credit, and the protocol's charges and fresh pools, for a suite line
     (empty where nothing was timed): which term a cheat's credit came from is what its verdict
     hangs on."""

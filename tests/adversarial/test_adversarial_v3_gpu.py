@@ -33,7 +33,7 @@ from evo_fsr.verdict import compile as nvcc
 from evo_fsr.verdict.evaluate import Evaluator
 
 from . import cases_v3 as v3
-from .test_adversarial_v2_gpu import SuiteV2, _detail, check_outcome, config, credit_terms
+from .test_adversarial_v2_gpu import SuiteV2, _detail, check_outcome, config, credit_note
 
 pytestmark = pytest.mark.gpu
 
@@ -97,7 +97,7 @@ class SuiteV3(SuiteV2):
             ok = [r for r in runs if r.status is Status.OK]
             self.honest[key] = max(ok, key=lambda r: r.geomean_speedup or 0.0) if ok else runs[0]
             print(f"{'  honest ' + key[:60]:46s} {self.honest[key].status.value:10s} "
-                  f"x{self.honest[key].geomean_speedup or 0.0:7.2f}{credit_terms(self.honest[key])}", flush=True)
+                  f"x{self.honest[key].geomean_speedup or 0.0:7.2f}{credit_note(self.honest[key])}", flush=True)
         self.honest[case.name] = self.honest[key]
 
 

@@ -68,7 +68,7 @@ def test_launch_bound_shapes_take_more_windows_and_a_larger_pool(launch_bound):
 
 
 def test_a_slow_warm_up_does_not_cut_the_timed_windows(launch_bound):
-    """The number of timed windows is spent at the timed windows' own median (bench.enough_windows),
+    """The number of timed windows is spent at the timed windows' own median (windows.enough_windows),
     under a 2 s budget here.  Fails if it is set from the untimed warm-up window, as it was: four
     0.4 s calls before the timing cut this launch-bound shape from 48 windows to 6 (red team,
     thirtieth session), and with them the standard errors that bound a forged claim."""

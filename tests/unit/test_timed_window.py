@@ -106,11 +106,11 @@ def _window(window_ms: float) -> "CallTimes":
 
 
 def test_a_round_stops_only_when_its_own_median_has_spent_the_budget() -> None:
-    """bench.enough_windows: a round of launch-bound windows (~1 ms each, 1.4 ms baseline windows
+    """windows.enough_windows: a round of launch-bound windows (~1 ms each, 1.4 ms baseline windows
     one in three) runs to its cap under a 2 s budget; it may stop at ``least`` windows only when
     over half of them are slow, and then they set the credit.  Fails if a few slow windows (or the
     warm-up before them) can end the round early."""
-    from evo_fsr.verdict.bench import enough_windows, interleaved_windows
+    from evo_fsr.verdict.windows import enough_windows, interleaved_windows
 
     enough = enough_windows(16, 2.0, 3)
     base = [_window(1.4)] * 6
