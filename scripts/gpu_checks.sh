@@ -12,6 +12,10 @@
 #   scripts/gpu_checks.sh launch_bound # topk's launch-bound shape: forgers against the honest seed at
 #                                      # launch_bound_factor 1 and 8 (probe_slack.py), and where the
 #                                      # window's spread comes from (probe_window_parts.py; ~3 min)
+#   scripts/gpu_checks.sh round_trip   # the parts of a launch-bound window's round trip on one clock,
+#                                      # per wake-up variant (probe_round_trip.py; ~2.5 min)
+#   scripts/gpu_checks.sh twin_length  # topk judged with the naive twin and with a twin as fast as the
+#                                      # candidate: does the overhead follow the call? (probe_twin_length.py)
 #   scripts/gpu_checks.sh flush        # what each L2 flush leaves behind (probe_flush.py), and a
 #                                      # 1 us forger against its honest twin per flush (probe_forger.py)
 #   [TASKS="a b" TRIALS=30 LIMIT_S=500] scripts/gpu_checks.sh library   # families against the library,
@@ -115,6 +119,14 @@ launch_bound)
     timeout 200 python3 scripts/probe_slack.py "${ROUNDS:-3}" 2>&1 | grep -v Warning | tee "$out/probe_slack.log" | tail -n 30
     step "the parts of a launch-bound window"
     timeout 150 python3 scripts/probe_window_parts.py 2>&1 | grep -v Warning | tee "$out/probe_window_parts.log" | tail -n 30
+    ;;
+round_trip)
+    step "the round trip of a launch-bound window, part by part, per wake-up variant"
+    timeout 400 python3 scripts/probe_round_trip.py "${ROUNDS:-2}" 2>&1 | grep -v Warning | tee "$out/probe_round_trip.log" | tail -n 80
+    ;;
+twin_length)
+    step "the naive twin against a twin as fast as the candidate: overheads, forgers"
+    timeout 500 python3 scripts/probe_twin_length.py "${ROUNDS:-2}" 2>&1 | grep -v Warning | tee "$out/probe_twin_length.log" | tail -n 80
     ;;
 flush)
     step "L2 flushes: eviction, write-back, own cost"

@@ -36,7 +36,8 @@ from .gpu import gpu_info_from_probe
 from .inputs import NP_DTYPES
 from .memory import TrustedMemory, make_memory
 from .profile import FUSABLE_FLOOR_MS, speed_of_light_ms
-from .session import Session, Stages, Verdict
+from .session import Session
+from .stages import Stages, Verdict
 
 log = logging.getLogger(__name__)
 

@@ -20,67 +20,30 @@ A wall-clock budget bounds the whole candidate; past it the verdict is TIMEOUT.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import secrets
-import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
 from ..runner.harness import ProtocolViolation, RunnerDied, RunnerProcess, RunnerTimeout
 from ..runner.libraries import MapsJudge, MapsUnreadable, mapped_files
 from ..tasks import Shape
-from ..types import GpuInfo, Mismatch, ShapeTiming, Status, geometric_mean
-from . import profile
+from ..types import GpuInfo, Mismatch, Status
 from .bench import Workbench, call_error, timed_batch
 from .gpu_idle import ATTRIBUTION_WAIT_S, GpuBusy, shared_gpu
 from .inputs import make_case, reference
+from .stages import Stages, Stop, Verdict
+from .timing_stage import TimingStage
 from .validate import check_call, check_outputs
-from .windows import enough_windows, interleaved_windows
 
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Verdict:
-    status: Status
-    summary: str
-    reason: str = ""                       # rejection code (EvalResult.reason)
-    mismatch: Mismatch | None = None
-    timings: tuple[ShapeTiming, ...] = ()
-
-
-@dataclass
-class Stages:
-    """What a session records besides its verdict: wall seconds per stage, counters, logs."""
-
-    seconds: dict[str, float] = field(default_factory=dict)
-    counters: dict[str, int] = field(default_factory=dict)
-    logs: list[tuple[str, str]] = field(default_factory=list)
-
-    @contextlib.contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
-
-    def count(self, name: str, n: int = 1) -> None:
-        self.counters[name] = self.counters.get(name, 0) + n
-
-
-class _Stop(Exception):
-    def __init__(self, verdict: Verdict) -> None:
-        self.verdict = verdict
-
-
-class Session:
+class Session(TimingStage):
     def __init__(self, bench: Workbench, config: Any, gpu: GpuInfo, runner: RunnerProcess,
                  shapes: tuple[Shape, ...], stages: Stages, quiet: Callable[[], None] = lambda: None,
                  respawn: Callable[[], RunnerProcess] | None = None) -> None:
@@ -99,7 +62,7 @@ class Session:
     def _timeout(self, command_s: float) -> float:
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise _Stop(Verdict(Status.TIMEOUT, f"timeout: wall-clock budget of {self.cfg.candidate_budget_s:g} s "
+            raise Stop(Verdict(Status.TIMEOUT, f"timeout: wall-clock budget of {self.cfg.candidate_budget_s:g} s "
                                                 f"spent ({self.where})", "timeout:budget"))
         return min(command_s, left)
 
@@ -110,7 +73,7 @@ class Session:
         if slot.name not in self.attached:
             reply = self._send(slot.attach_message(), 60)
             if "error" in reply:
-                raise _Stop(Verdict(Status.CRASH, f"crash: could not map the evaluator's buffers: {reply['error']}",
+                raise Stop(Verdict(Status.CRASH, f"crash: could not map the evaluator's buffers: {reply['error']}",
                                     "crash"))
             self.attached.add(slot.name)
 
@@ -121,14 +84,14 @@ class Session:
         try:
             paths = mapped_files(self.runner.pid)
         except MapsUnreadable as exc:
-            raise _Stop(Verdict(Status.CRASH, f"crash: the runner's memory map could not be read ({exc}); it hid "
+            raise Stop(Verdict(Status.CRASH, f"crash: the runner's memory map could not be read ({exc}); it hid "
                                               f"what it loaded ({self.where})", "crash:sandbox-violation")) from None
         if self._maps_judge is None:
             self._maps_judge = MapsJudge(own=[str(self.runner.workdir / "candidate.so")])
         found = self._maps_judge.foreign(paths)
         if found and not self.cfg.allow_vendor_libraries:
             names = ", ".join(sorted({Path(f.removesuffix(" (deleted)")).name for f in found}))
-            raise _Stop(Verdict(Status.CRASH, f"crash: vendor library loaded without the opt-in "
+            raise Stop(Verdict(Status.CRASH, f"crash: vendor library loaded without the opt-in "
                                               f"(allow_vendor_libraries): {names} ({self.where})", "crash:vendor-library"))
         self.vendor_libraries = tuple(sorted(set(self.vendor_libraries) | {Path(f).name for f in found}))
 
@@ -151,7 +114,7 @@ class Session:
             if not self.cfg.profile:
                 return Verdict(Status.OK, f"correct on {len(self.task.validation)} validation shapes (not timed)")
             return self._benchmark()
-        except _Stop as stop:
+        except Stop as stop:
             return stop.verdict
         except GpuBusy as exc:
             return self._gpu_busy(exc)
@@ -194,12 +157,12 @@ class Session:
                                                  gate=self.bench.gate)
         except RunnerTimeout:
             if timeout < command_s:
-                raise _Stop(Verdict(Status.TIMEOUT, f"timeout: wall-clock budget of {self.cfg.candidate_budget_s:g} "
+                raise Stop(Verdict(Status.TIMEOUT, f"timeout: wall-clock budget of {self.cfg.candidate_budget_s:g} "
                                                     f"s spent ({self.where})", "timeout:budget")) from None
             raise
         error = call_error(reply)
         if error is not None:
-            raise _Stop(Verdict(Status.CRASH, f"crash: {error} ({self.where})", "crash"))
+            raise Stop(Verdict(Status.CRASH, f"crash: {error} ({self.where})", "crash"))
         with self.stages.stage("library_check"):
             self._check_libraries()
         return times, captured
@@ -217,7 +180,7 @@ class Session:
                 host = _to_host(captured)
                 mismatch = check_call(self.task, host, inputs, reference(self.task, inputs, shape, np), shape, np)
                 if mismatch:
-                    raise _Stop(Verdict(Status.WRONG, f"wrong result: {mismatch.describe()}", _reason(mismatch),
+                    raise Stop(Verdict(Status.WRONG, f"wrong result: {mismatch.describe()}", _reason(mismatch),
                                         mismatch))
                 firsts.setdefault(shape.label, (shape, inputs, host))
         with self.stages.stage("determinism"):
@@ -227,7 +190,7 @@ class Session:
                                          flush=False)
                 mismatch = self._same(shape, inputs, first, _to_host(captured))
                 if mismatch:
-                    raise _Stop(Verdict(Status.WRONG, f"wrong result: {mismatch.describe()}", "wrong:nondeterministic",
+                    raise Stop(Verdict(Status.WRONG, f"wrong result: {mismatch.describe()}", "wrong:nondeterministic",
                                         mismatch))
 
     def _same(self, shape: Shape, inputs: dict[str, Any], first: dict[str, Any],
@@ -271,151 +234,9 @@ class Session:
                     mismatch = check_call(self.task, captured, inputs, reference(self.task, inputs, shape, xp),
                                           shape, xp)
                     if mismatch:
-                        raise _Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape ({case} inputs): "
+                        raise Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape ({case} inputs): "
                                                           f"{mismatch.describe()}", _sweep_reason(mismatch), mismatch))
                     self.stages.count("sweep_calls")
-
-    def _benchmark(self) -> Verdict:
-        cfg, xp = self.cfg, self.bench.memory.xp
-        timings: list[ShapeTiming] = []
-        charged = 0
-        self._sweep()
-        with self.stages.stage("quiet"):
-            self.quiet()
-            self.runner.settle()
-        for shape in self.shapes:
-            self.where = f"benchmark shape {shape.label}"
-            sb = self.bench.shape_bench(shape)
-            k = max(1, sb.batch)
-            slots = sb.candidate_slots[:k]
-            for slot in slots:
-                self._attach(slot)
-            baseline = self.bench.attach_baseline(*sb.baseline_slots[:k])
-            with self.stages.stage("warmup"):
-                # warm-ups only: no count is taken from them (windows.enough_windows)
-                self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s, first_call=True)
-                self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s)
-            # the number of timed windows: as many calls as the time budget allows within
-            # [min_trials, max_trials], k to a window, and never fewer than min_windows windows; a
-            # launch-bound shape (one call a window) up to launch_bound_factor times max_trials, so
-            # that the slack its claims may hide in (one standard error of the window's median) is
-            # a small share of its call.  The budget is spent at the timed windows' own median,
-            # as they come, so that no untimed call of the candidate's can shorten the round
-            most = cfg.max_trials * max(1, cfg.launch_bound_factor) if sb.launch_bound else cfg.max_trials
-            windows = max(cfg.min_windows, -(-most // k))
-            least = max(cfg.min_windows, -(-cfg.min_trials // k))
-            fresh = (lambda: self._fresh_pool(sb, slots, shape, xp)) if self.respawn is not None else None
-            timed = profile.time_shape(lambda: self._timing_round(sb, slots, shape, xp, baseline, windows, least),
-                                       sb.calibration, fresh_pool=fresh)
-            self.stages.count("retimed_shapes", timed.rounds - 1)
-            charged += int(timed.strict)
-            floor = profile.speed_of_light_ms(self.task.flops_of(shape), self.task.bytes_of(shape), self.gpu,
-                                              self.task.precision)
-            single = 0.0
-            if k > 1:
-                credit = profile.summarise(shape.label, timed.candidate, timed.baseline, timed.calibration,
-                                           sb.clean_ms, floor, strict=timed.strict).median_ms
-                single, retimed = profile.single_floor_retimed(
-                    lambda: self._single_call_floor(sb, slots[0], shape, xp, baseline), credit)
-                self.stages.count("single_retimed", int(retimed))
-            timings.append(profile.summarise(shape.label, timed.candidate, timed.baseline, timed.calibration,
-                                             sb.clean_ms, floor, sb.library_ms, strict=timed.strict,
-                                             single_floor_ms=single))
-        self.stages.count("charged_shapes", charged)
-        self.stages.count("unsettled", self.runner.unsettled)     # a thread still ran after its stop
-        flagged = [f"{t.shape_label}: {flag}" for t in timings for flag in t.flags]
-        if flagged:
-            self.stages.logs.append(("profile", "\n".join(flagged)))
-            return Verdict(Status.FLAGGED, f"timing not credible: {flagged[0]}", "flagged:under-floor",
-                           timings=tuple(timings))
-        geomean = geometric_mean([t.speedup for t in timings])
-        return Verdict(Status.OK, f"correct; {geomean:.3g}x geomean speedup over naive on {len(timings)} shapes",
-                       timings=tuple(timings))
-
-    def _timing_round(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, baseline: RunnerProcess,
-                      windows: int, least: int) -> tuple[list[profile.CallTimes], list[profile.CallTimes]]:
-        """Up to ``windows`` checked candidate windows, at least ``least`` and then until the time
-        budget is spent at their median (windows.enough_windows), with one trusted baseline window
-        interleaved every ``baseline_every`` (before or after, alternately; the calibration's twin
-        is timed in the same pattern, bench.calibration_round)."""
-        cfg = self.cfg
-        with self.stages.stage("timing"):
-            cand_calls, base_calls = interleaved_windows(
-                lambda: self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s),
-                lambda: self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s), windows, cfg.baseline_every,
-                enough_windows(least, cfg.time_budget_s, cfg.baseline_every))
-        self.stages.count("timed_calls", len(cand_calls) * len(slots))
-        self.stages.seconds["timed_gpu"] = self.stages.seconds.get("timed_gpu", 0.0) + sum(
-            c.event_all_ms for c in cand_calls + base_calls) / 1e3
-        return cand_calls, base_calls
-
-    def _fresh_pool(self, sb: Any, slots: list[Any], shape: Shape, xp: Any) -> list[profile.CallTimes]:
-        """A shape charged in two rounds (``profile.time_shape``, ``EvalConfig.fresh_pool_retime``):
-        kill the candidate's runner and await its exit, which ends its context and every kernel
-        or copy-engine transfer it left queued (the idle gate does not see a host-to-device copy);
-        take a calibration pool as large as the shape's (``Workbench.fresh_pool``) with no
-        process of the candidate's alive, against which the two rounds are judged; then start a
-        fresh runner of its library, attach the shape's buffers and warm it up with one checked
-        window, for the shape's single-call windows and the shapes after it."""
-        assert self.respawn is not None
-        cfg = self.cfg
-        self.where = f"benchmark shape {shape.label}, fresh pool"
-        with self.stages.stage("fresh_pool"):
-            self.stages.count("unsettled", self.runner.unsettled)
-            self.runner.close(wait=True)
-            # and its files (the workdir holds whatever it wrote, up to RLIMIT_FSIZE a file, on a
-            # tmpfs: memory it could fill in its last call to slow the pool after it)
-            shutil.rmtree(self.runner.workdir, ignore_errors=True)
-            calls = max(cfg.clean_calls, len(sb.calibration))
-            try:
-                pool = self.bench.fresh_pool(sb, calls, cfg.baseline_every, self._timeout(cfg.benchmark_timeout_s))
-            except GpuBusy as exc:      # the candidate's process and context are gone: not its work
-                raise _Stop(Verdict(Status.CRASH, shared_gpu(exc, f"while a fresh pool was taken with the "
-                                                                  f"candidate's runner gone ({self.where})"),
-                                    "crash:evaluator")) from None
-            self.runner = self.respawn()
-            self.attached.clear()
-            self._maps_judge = None
-            self.runner.ready()
-            for slot in slots:
-                self._attach(slot)
-            self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s)
-        self.stages.count("fresh_pools")
-        self.where = f"benchmark shape {shape.label}"
-        return pool
-
-    def _single_call_floor(self, sb: Any, slot: Any, shape: Shape, xp: Any, baseline: RunnerProcess) -> float:
-        """A batched shape's single-call windows (``profile.SINGLE_WINDOWS`` of the candidate's,
-        each checked, and as many of the baseline's, alternately first) and the floor they put
-        under its credit (``profile.single_call_floor_ms``: calls fused across a batch)."""
-        timeout_s = self.cfg.benchmark_timeout_s
-        with self.stages.stage("timing_single"):
-            cand_calls, base_calls = interleaved_windows(
-                lambda: self._checked_window(sb, [slot], shape, xp, timeout_s),
-                lambda: self.bench.baseline_window(baseline, sb, timeout_s, calls=1), profile.SINGLE_WINDOWS, 1)
-        self.stages.count("single_calls", len(cand_calls))
-        return profile.single_call_floor_ms(cand_calls, base_calls)
-
-    def _checked_window(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, command_s: float,
-                        first_call: bool = False) -> profile.CallTimes:
-        """One timed window of ``len(slots)`` calls, each with fresh inputs, each checked."""
-        inputs = [sb.inputs.next() for _ in slots]
-        times, captured = self._timed(slots, inputs, command_s)
-        with self.stages.stage("timed_check"):
-            for values, taken in zip(inputs, captured):
-                mismatch = check_call(self.task, taken, values, reference(self.task, values, shape, xp), shape, xp)
-                if mismatch is not None:
-                    break
-        if mismatch is None:
-            return times
-        if mismatch.output.startswith("input:"):
-            raise _Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape: {mismatch.describe()}",
-                                "wrong:input-modified", mismatch))
-        if first_call:
-            raise _Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape: {mismatch.describe()}",
-                                "wrong:benchmark-shape", mismatch))
-        raise _Stop(Verdict(Status.WRONG, "wrong result while timing (outputs cached across calls, work skipped, "
-                                          f"or a race?): {mismatch.describe()}", "wrong:timed-calls", mismatch))
 
 
 def _to_host(captured: dict[str, Any]) -> dict[str, np.ndarray]:

@@ -437,7 +437,13 @@ def forgery_cases() -> list[CaseV3]:
                "the same forger claiming 20 % of its time (the red team, thirtieth session): the claim is charged "
                "in a round more often than not, but it has two rounds to escape in, and one that escapes is "
                "credited about its claim; the CPU model (test_adversarial_v3_cpu._forger_gain) puts its median "
-               "gain at x5.0, where the 75 % and 50 % forgers gain x1.33 and x2.0. Not yet run on a GPU"),
+               "gain at x5.0, where the 75 % and 50 % forgers gain x1.33 and x2.0; on an H200 (thirty-first "
+               "session) it read x5.00 its honest twin, never charged"),
+        forger("forges_a_fiftieth_of_its_time_on_an_unbatched_shape", "0.02f",
+               "the same forger claiming 2 % of its time (0.4 us for an 18.5 us call): on an H200 (thirty-first "
+               "session, scripts/probe_twin_length.py) the overhead subtracted from its windows sat 15-150 us "
+               "above their own, so the window bound fell below zero and it read x50.8 its honest twin, the class "
+               "of the brief's 68x"),
     ]
 
 

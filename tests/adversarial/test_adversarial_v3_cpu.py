@@ -62,6 +62,8 @@ NEEDLES = {
                                                    "ADV_FRACTION 0.50f", "topk_radix"),
     "forges_a_fifth_of_its_time_on_an_unbatched_shape": ("cudaEventElapsedTime", "adv_mprotect", "%%globaltimer",
                                                          "ADV_FRACTION 0.20f", "topk_radix"),
+    "forges_a_fiftieth_of_its_time_on_an_unbatched_shape": ("cudaEventElapsedTime", "adv_mprotect", "%%globaltimer",
+                                                            "ADV_FRACTION 0.02f", "topk_radix"),
     "skips_work_when_the_l2_is_cold": ("ld.global.cg.f32", "%%clock64", "ratio > 1.5"),
     "matmul_3xtf32_tensor_cores": ("precision::tf32", "__float_to_tf32(v - h)", "mma_sync"),
     "monte_carlo_fast_math_intrinsics": ("__expf(-v * v) * __cosf(3.0f * v)",),

@@ -425,7 +425,7 @@ def test_the_calibration_is_taken_the_way_a_candidate_is_timed(evaluator, monkey
     windows (C: on the candidate's buffer sets, B: on the baseline's) and checks (k) of the
     calibration must equal that of a candidate's timing round.  Fails with the back-to-back
     calibration (B B B B B B, no check)."""
-    from evo_fsr.verdict import bench as bench_module, session as session_module
+    from evo_fsr.verdict import bench as bench_module, session as session_module, timing_stage
 
     trace: list[str] = []
     recording = {"on": False}
@@ -453,6 +453,7 @@ def test_the_calibration_is_taken_the_way_a_candidate_is_timed(evaluator, monkey
 
     for module in (bench_module, session_module):
         monkeypatch.setattr(module, "timed_batch", batch)
+    for module in (bench_module, session_module, timing_stage):
         monkeypatch.setattr(module, "check_call", check)
     monkeypatch.setattr(bench_module.Workbench, "calibration_round",
                         recorded(bench_module.Workbench.calibration_round))
