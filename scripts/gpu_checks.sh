@@ -14,8 +14,10 @@
 #                                      # window's spread comes from (probe_window_parts.py; ~3 min)
 #   scripts/gpu_checks.sh round_trip   # the parts of a launch-bound window's round trip on one clock,
 #                                      # per wake-up variant (probe_round_trip.py; ~2.5 min)
-#   scripts/gpu_checks.sh twin_length  # topk judged with the naive twin and with a twin as fast as the
-#                                      # candidate: does the overhead follow the call? (probe_twin_length.py)
+#   [FAST=1] scripts/gpu_checks.sh twin_length  # topk's honest seed and three forgers judged with the naive
+#                                      # twin's pool and with paired spin-twin windows (EvalConfig.paired_twin;
+#                                      # FAST=1: also a twin as fast as the candidate; probe_twin_length.py)
+#   EVO_FSR_PAIRED_TWIN=1 scripts/gpu_checks.sh adversarial   # the suites with paired windows on
 #   scripts/gpu_checks.sh flush        # what each L2 flush leaves behind (probe_flush.py), and a
 #                                      # 1 us forger against its honest twin per flush (probe_forger.py)
 #   [TASKS="a b" TRIALS=30 LIMIT_S=500] scripts/gpu_checks.sh library   # families against the library,
@@ -125,8 +127,8 @@ round_trip)
     timeout 400 python3 scripts/probe_round_trip.py "${ROUNDS:-2}" 2>&1 | grep -v Warning | tee "$out/probe_round_trip.log" | tail -n 80
     ;;
 twin_length)
-    step "the naive twin against a twin as fast as the candidate: overheads, forgers"
-    timeout 500 python3 scripts/probe_twin_length.py "${ROUNDS:-2}" 2>&1 | grep -v Warning | tee "$out/probe_twin_length.log" | tail -n 80
+    step "the naive twin's pool against paired spin-twin windows: overheads, forgers"
+    timeout 500 python3 scripts/probe_twin_length.py "${ROUNDS:-2}" ${FAST:+--fast} 2>&1 | grep -v Warning | tee "$out/probe_twin_length.log" | tail -n 80
     ;;
 flush)
     step "L2 flushes: eviction, write-back, own cost"

@@ -13,11 +13,14 @@ Commands (trusted side -> runner):
   attach  {slot, buffers: [{name, handle, nbytes}]}
                                               open the trusted side's buffers (CUDA IPC handles)
   detach  {slot}                              close them
-  call    {slot, lib, scalars, [more]}        one launch on the attached buffers (then one on each
+  call    {slot, lib, scalars, [more], [spin_ns]}
+                                              one launch on the attached buffers (then one on each
                                               slot in ``more``: a batch), timed with CUDA events on
                                               the harness stream and after a device-wide
                                               synchronize; the trusted side owns inputs and outputs,
-                                              and flushes the L2 itself before a timed call
+                                              and flushes the L2 itself before a timed call;
+                                              ``spin_ns``: sent to the trusted spin twin only, how
+                                              long its kernel spins (verdict/spin_twin.py)
   exit
 """
 from __future__ import annotations

@@ -60,10 +60,12 @@ class Runner:
         self.start, self.end, self.end_all, self.between = (self.rt.event_create() for _ in range(4))
         self.slots: dict[str, dict[str, int]] = {}     # slot -> buffer name -> device pointer
         self.launchers: dict[str, Any] = {}
+        self.handles: dict[str, Any] = {}
 
     def launcher(self, lib: str) -> Any:
         if lib not in self.launchers:
             handle = ctypes.CDLL(str(self.workdir / self.job["libs"][lib]), mode=ctypes.RTLD_LOCAL)
+            self.handles[lib] = handle
             fn = handle.launch
             fn.restype = ctypes.c_int
             fn.argtypes = [ctypes.c_void_p if a["role"] != "scalar" else SCALAR_CTYPES[a["dtype"]]
@@ -118,6 +120,10 @@ class Runner:
         stream of this context); ``host_ms``: the host clock around both."""
         rt, stream = self.rt, self.stream
         fn = self.launcher(msg["lib"])
+        if "spin_ns" in msg:             # the trusted spin twin (verdict/spin_twin.py): how long to spin
+            setter = self.handles[msg["lib"]].evo_fsr_spin_ns
+            setter.argtypes, setter.restype = [ctypes.c_longlong], None
+            setter(int(msg["spin_ns"]))
         calls: list[list[Any]] = []
         for name in [msg["slot"], *msg.get("more", [])]:
             buffers = self.slots[str(name)]

@@ -33,6 +33,7 @@ from .gpu_idle import IdleGate
 from .inputs import Slot, TimedInputs, make_case, reference, timed_case
 from .memory import TrustedMemory
 from .profile import FUSABLE_FLOOR_MS, CallTimes, batch_size
+from .spin_twin import SPIN_LIB
 from .validate import check_call
 from .windows import interleaved_windows
 
@@ -75,8 +76,8 @@ class ShapeBench:
 
 
 def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list[dict[str, Any]],
-                timeout_s: float, flush: bool = True,
-                gate: Callable[[], None] | None = None) -> tuple[dict[str, Any], CallTimes | None,
+                timeout_s: float, flush: bool = True, gate: Callable[[], None] | None = None,
+                spin_ns: int | None = None) -> tuple[dict[str, Any], CallTimes | None,
                                                                  list[dict[str, Any]] | None]:
     """Load each slot's inputs, flush the L2 (trusted side), have ``runner`` call ``lib`` on the
     slots one after the other, copy every output out.  The trusted window runs from the moment
@@ -97,6 +98,8 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     kernel): the overhead's drift, which the window bound cannot tell from escaped work, scales
     with it.
 
+    ``spin_ns``: the call is the trusted spin twin's, whose kernel spins that long (spin_twin.py).
+
     ``gate`` (the workbench's ``gpu_idle.IdleGate``) runs before the window opens: it waits until
     no other context has work on the GPU (a candidate's kernel queued after its runner's last
     synchronize would otherwise run into this window), or raises ``gpu_idle.GpuBusy``."""
@@ -114,6 +117,8 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     message: dict[str, Any] = {"op": "call", "slot": slots[0].name, "lib": lib, "scalars": slots[0].scalars}
     if len(slots) > 1:
         message["more"] = [slot.name for slot in slots[1:]]
+    if spin_ns is not None:         # the trusted spin twin's call (spin_twin.py)
+        message["spin_ns"] = int(spin_ns)
     sent = time.perf_counter()
     reply = runner.send(message, timeout_s)
     replied = time.perf_counter()
@@ -151,11 +156,13 @@ class Workbench:
 
     def __init__(self, task: Task, memory: TrustedMemory, job: Callable[[str], str], extra_files: tuple[Path, ...],
                  baseline_binary: Callable[[], bytes], clean_refresh: int, measure_library: bool,
-                 policy: SandboxPolicy | None = None, gpu_shared: bool = False) -> None:
+                 policy: SandboxPolicy | None = None, gpu_shared: bool = False,
+                 spin_binary: Callable[[], bytes] | None = None) -> None:
         self.task, self.memory, self.policy = task, memory, policy
         #: before every timed window, the candidate's included: no other context's work on the GPU
         self.gate = IdleGate(memory.probe_ms, shared=gpu_shared)
         self._job, self._extra_files, self._baseline_binary = job, extra_files, baseline_binary
+        self._spin_binary = spin_binary     # the spin twin's library (spin_twin.py; None: no paired windows)
         self.clean_refresh, self.measure_library = clean_refresh, measure_library
         self._validation: dict[str, Slot] = {}
         self._shapes: dict[str, ShapeBench] = {}
@@ -169,15 +176,24 @@ class Workbench:
         """The trusted baseline runner (started, or restarted if it died)."""
         return self._trusted("baseline")
 
+    def _library(self, role: str) -> tuple[str, Callable[[], bytes]]:
+        """The library a trusted role runs: the spin twin's, or the naive seed."""
+        if role == "spin":
+            if self._spin_binary is None:
+                raise RuntimeError("no spin twin library was given to this workbench")
+            return SPIN_LIB, self._spin_binary
+        return "baseline", self._baseline_binary
+
     def _trusted(self, role: str) -> RunnerProcess:
-        """A trusted runner of the baseline's binary: ``baseline`` (timed beside candidates) or
-        ``twin`` (in the candidate's place during the calibration; idle otherwise)."""
+        """A trusted runner: of the baseline's binary, ``baseline`` (timed beside candidates) or
+        ``twin`` (in the candidate's place during the calibration; idle otherwise); or of the
+        spin twin's, ``spin`` (a window paired with each of a launch-bound shape's)."""
         held = self._runners.get(role)
         if held is not None and held[1].proc.poll() is None:
             return held[1]
         self._stop(role)
         work = Path(tempfile.mkdtemp(prefix=f"evo-fsr-{role}-", dir=scratch_root()))
-        (work / "job.json").write_text(self._job("baseline"))
+        (work / "job.json").write_text(self._job(self._library(role)[0]))
         # the library is written before the first call (the runner loads it then): the GPU probe,
         # which the baseline's compile needs (arch), runs on the baseline runner first
         self._runners[role] = (work, RunnerProcess(work, policy=self.policy, extra_files=self._extra_files))
@@ -189,9 +205,10 @@ class Workbench:
 
     def _attach(self, role: str, slots: tuple[Slot, ...]) -> RunnerProcess:
         runner = self._trusted(role)
-        library = self._runners[role][0] / "baseline.so"
+        name, binary = self._library(role)
+        library = self._runners[role][0] / f"{name}.so"
         if not library.exists():
-            library.write_bytes(self._baseline_binary())
+            library.write_bytes(binary())
         for slot in slots:
             if slot.name not in self._attached[role]:
                 reply = runner.send(slot.attach_message(), 60)
@@ -339,6 +356,18 @@ class Workbench:
                                   bench.shape, xp)
             if mismatch is not None:
                 raise RuntimeError(f"the naive seed is wrong on {bench.shape.label}: {mismatch.describe()}")
+        return call
+
+    def spin_window(self, bench: ShapeBench, claim_ms: float, timeout_s: float) -> CallTimes:
+        """The window paired with a candidate's (spin_twin.py): the spin twin on the candidate's
+        buffer sets, fresh inputs loaded and the L2 flushed as for any window, its kernel
+        spinning ``claim_ms`` on the GPU's clock."""
+        slots = bench.candidate_slots[:max(1, bench.batch)]
+        runner = self._attach("spin", tuple(slots))
+        reply, call, _ = timed_batch(runner, slots, SPIN_LIB, [bench.inputs.next() for _ in slots], timeout_s,
+                                     gate=self.gate, spin_ns=round(max(0.0, claim_ms) * 1e6))
+        if call is None:
+            raise RuntimeError(f"the spin twin failed on {bench.shape.label}: {call_error(reply)}")
         return call
 
     def baseline_window(self, runner: RunnerProcess, bench: ShapeBench, timeout_s: float,

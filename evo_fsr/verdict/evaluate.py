@@ -37,6 +37,7 @@ from .inputs import NP_DTYPES
 from .memory import TrustedMemory, make_memory
 from .profile import FUSABLE_FLOOR_MS, speed_of_light_ms
 from .session import Session
+from .spin_twin import spin_source
 from .stages import Stages, Verdict
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 LIVE_LOG_WAIT_S = 0.02      # for the output of a runner killed after its last reply
 #: ``EvalConfig.fresh_pool_retime`` from the environment (the GPU suites take no run config)
 FRESH_POOL_ENV = "EVO_FSR_FRESH_POOL_RETIME"
+#: ``EvalConfig.paired_twin`` from the environment
+PAIRED_TWIN_ENV = "EVO_FSR_PAIRED_TWIN"
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,9 @@ class EvalConfig:
                                               # fresh pool, judge both rounds against it (profile.time_shape;
                                               # also EVO_FSR_FRESH_POOL_RETIME=1). Off: on an H200 the one
                                               # honest charge it met stayed (SECURITY.md)
+    paired_twin: bool = False                 # launch-bound shapes: each timed window paired with the spin
+                                              # twin's, spinning its claim (spin_twin.py; also
+                                              # EVO_FSR_PAIRED_TWIN=1). Off until run on a GPU
 
 
 def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult,
@@ -100,6 +106,7 @@ class Evaluator:
         self.bench_shapes = self.config.shapes or self.task.benchmark(self.config.benchmark)
         self._gpu: GpuInfo | None = None
         self._baseline: nvcc.CompileResult | None = None
+        self._spin: nvcc.CompileResult | None = None
         self._bench: Workbench | None = None
         self._memory: TrustedMemory | None = None
         self.extra_files: tuple[Path, ...] = ()
@@ -128,7 +135,8 @@ class Evaluator:
             memory = self._memory or make_memory(self.config.device)
             self._bench = Workbench(self.task, memory, self._job, self.extra_files, lambda: self.baseline.binary,
                                     self.config.clean_refresh, self.config.library, self.baseline_policy,
-                                    gpu_shared=self.config.gpu_shared or gpu_idle.shared_from_env())
+                                    gpu_shared=self.config.gpu_shared or gpu_idle.shared_from_env(),
+                                    spin_binary=lambda: self.spin.binary)
         return self._bench
 
     @property
@@ -152,6 +160,20 @@ class Evaluator:
         return nvcc.compile_source(source, self.task.header(), self.arch, cache_dir=self.config.cache_dir,
                                    timeout_s=self.config.compile_timeout_s,
                                    allow_vendor_libraries=self.config.allow_vendor_libraries)
+
+    @property
+    def paired_twin(self) -> bool:
+        return self.config.paired_twin or os.environ.get(PAIRED_TWIN_ENV, "") == "1"
+
+    @property
+    def spin(self) -> nvcc.CompileResult:
+        """The spin twin's library (spin_twin.py), compiled once, on first use."""
+        if self._spin is None:
+            result = self.compile(spin_source(self.task, fake=self.config.device == "fake"))
+            if not result.ok:
+                raise RuntimeError(f"task {self.task.name}: the spin twin does not compile:\n{result.log}")
+            self._spin = result
+        return self._spin
 
     @property
     def baseline(self) -> nvcc.CompileResult:
@@ -216,7 +238,7 @@ class Evaluator:
 
             fresh_pool = self.config.fresh_pool_retime or os.environ.get(FRESH_POOL_ENV, "") == "1"
             session = Session(bench, self.config, gpu, runner, self.bench_shapes, stages, quiet=self._quiet,
-                              respawn=respawn if fresh_pool else None)
+                              respawn=respawn if fresh_pool else None, paired=self.paired_twin)
             verdict = session.run()
             for phase, ms in runner.startup_ms.items():     # this runner's own start-up (mostly ahead)
                 stages.seconds[f"runner_start_{phase}"] = ms / 1e3

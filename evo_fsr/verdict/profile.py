@@ -58,17 +58,10 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-from ..types import GpuInfo, ShapeTiming
-
-#: A device-to-device copy reaches about 90 % of the HBM roof (3.0 of 3.35 TB/s on an H100).
-#: The floor's bandwidth is never below the measured copy over this.
-COPY_EFFICIENCY = 0.9
-#: For a GPU whose roof is not in the datasheet table (verdict/gpu.py): the lowest fraction of the
-#: roof a copy was seen to reach, so that the floor's bandwidth is at or above the roof.  The
-#: evaluator's probe copied at 4.07 TB/s on an H200 (4.8 TB/s roof: 85 %), and a read-only seed
-#: (dot_product) ran at 4.52 TB/s there, which the old floor (copy / 0.9) flagged.
-UNKNOWN_ROOF_COPY_EFFICIENCY = 0.8
-
+from ..types import ShapeTiming
+# the speed-of-light floor lives in roofline.py; its names stay importable from here
+from .roofline import (COPY_EFFICIENCY, UNKNOWN_ROOF_COPY_EFFICIENCY, memory_roof_gbps,  # noqa: F401
+                       peak_tflops, speed_of_light_ms)
 
 @dataclass(frozen=True)
 class CallTimes:
@@ -84,6 +77,9 @@ class CallTimes:
     # read (the runner's host_ms is inside it); the rest is the copy of the outputs
     prep_ms: float = 0.0
     send_ms: float = 0.0
+    # the spin twin's window taken right after this one, its kernel spinning this window's claim
+    # (``event_ms``; spin_twin.py); 0: not paired
+    paired_window_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -123,12 +119,33 @@ SLACK_STANDARD_ERRORS = 1.0
 CREDIT_TERMS = ("events", "device-wide", "window", "window-strict", "window-ratio", "single-call")
 
 
+def paired_estimate(calls: Sequence[CallTimes]) -> tuple[float, float] | None:
+    """Where every window has its spin twin's (``CallTimes.paired_window_ms``, spin_twin.py): the
+    median of ``claim + window - paired window`` (the real time of a window's calls, whatever the
+    overhead and its drift: the pair shares both, and a claim cut below the real time shortens the
+    paired window with it) and one standard error of that median (``SLACK_STANDARD_ERRORS`` of
+    1.2533 x IQR / 1.349 / sqrt(n)).  None where any window is unpaired."""
+    if not calls or any(c.paired_window_ms <= 0.0 for c in calls):
+        return None
+    estimates = [c.event_ms + c.window_ms - c.paired_window_ms for c in calls]
+    quartiles = statistics.quantiles(estimates, n=4) if len(estimates) >= 2 else [estimates[0]] * 3
+    spread = max(0.0, quartiles[2] - quartiles[0]) / 1.349
+    return statistics.median(estimates), SLACK_STANDARD_ERRORS * 1.2533 * spread / math.sqrt(len(estimates))
+
+
 def credit_terms(calls: Sequence[CallTimes], calibration: Calibration, strict: bool = False) -> dict[str, float]:
-    """The three terms of ``credited_ms`` by name (``CREDIT_TERMS``)."""
-    bound = statistics.median(c.window_ms for c in calls) - calibration.overhead_ms
+    """The three terms of ``credited_ms`` by name (``CREDIT_TERMS``).  The window's term is the
+    paired estimate where the windows have spin twins (``paired_estimate``), else the window less
+    the calibration's overhead."""
+    paired = paired_estimate(calls)
+    if paired is not None:
+        bound, slack = paired
+    else:
+        bound = statistics.median(c.window_ms for c in calls) - calibration.overhead_ms
+        slack = calibration.slack_ms(len(calls))
     return {"events": statistics.median(c.event_ms for c in calls),
             "device-wide": statistics.median(c.event_all_ms for c in calls) - calibration.gap_ms,
-            "window-strict" if strict else "window": bound if strict else bound - calibration.slack_ms(len(calls))}
+            "window-strict" if strict else "window": bound if strict else bound - slack}
 
 
 def credited_ms(calls: Sequence[CallTimes], calibration: Calibration, strict: bool = False) -> float:
@@ -229,32 +246,6 @@ def time_shape(timing_round: Round, pool: Sequence[CallTimes],
             fresh = list(fresh_pool()) if fresh_pool is not None else []
             calibration = strict_calibration(calibration, prior, baseline, fresh)
     return ShapeCalls(tuple(candidate), tuple(baseline), calibration, strict=strict, rounds=rounds)
-
-
-def peak_tflops(gpu: GpuInfo, precision: str) -> float:
-    if precision in ("tf32", "fp16", "bf16") and gpu.tensor_peak_tflops > 0:
-        return gpu.tensor_peak_tflops * (1.0 if precision != "tf32" else 0.5)
-    return gpu.fp32_peak_tflops
-
-
-def memory_roof_gbps(gpu: GpuInfo) -> float:
-    """The bandwidth no kernel can beat with the L2 flushed: the datasheet roof of a recognised
-    part, or the measured copy over ``COPY_EFFICIENCY`` where that is higher (a faster part under
-    a matching name); for a part not recognised, the copy over ``UNKNOWN_ROOF_COPY_EFFICIENCY``.
-    An honest kernel that only reads can beat a copy by more than the copy misses the roof by,
-    so the measured copy alone is not a roof (a floor too high flags honest kernels)."""
-    copy_bound = gpu.memory_bandwidth_gbps / COPY_EFFICIENCY
-    if gpu.memory_roof_gbps > 0:
-        return max(gpu.memory_roof_gbps, copy_bound)
-    return gpu.memory_bandwidth_gbps / UNKNOWN_ROOF_COPY_EFFICIENCY
-
-
-def speed_of_light_ms(flops: float, nbytes: float, gpu: GpuInfo, precision: str) -> float:
-    bandwidth = memory_roof_gbps(gpu) * 1e9
-    memory_ms = nbytes / bandwidth * 1e3 if bandwidth > 0 else 0.0
-    compute = peak_tflops(gpu, precision) * 1e12
-    compute_ms = flops / compute * 1e3 if compute > 0 else 0.0
-    return max(memory_ms, compute_ms)
 
 
 #: A shape whose speed-of-light time is below this is launch-bound: one call of it leaves the GPU
@@ -362,7 +353,8 @@ def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequen
     is the lower of its interleaved credit and its median with no candidate process alive
     (``baseline_clean_ms``, per call): a candidate that slows the GPU while the baseline runs
     gains nothing.  ``strict``: the candidate's claims were set aside (``credited_ms``), and it is
-    credited at least ``window_ratio_floor_ms``; a batched shape, at least ``single_floor_ms``
+    credited at least ``window_ratio_floor_ms`` (unless its windows are paired with the spin
+    twin's, whose estimate rests on no overhead estimate); a batched shape, at least ``single_floor_ms``
     (``single_call_floor_ms``).  ``credited_by`` names the term that set the credit
     (``CREDIT_TERMS``): an honest kernel's is "events"; any other says a bound took over."""
     k = candidate[0].calls
@@ -371,7 +363,7 @@ def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequen
     terms = {name: ms / k for name, ms in credit_terms(candidate, calibration, strict).items()}
     base_interleaved = credited_ms(baseline, calibration) / k
     base = min(base_interleaved, baseline_clean_ms) if baseline_clean_ms > 0 else base_interleaved
-    if strict:
+    if strict and paired_estimate(candidate) is None:   # paired windows need no guard on the overhead
         terms["window-ratio"] = window_ratio_floor_ms(candidate, baseline, base)
     terms["single-call"] = single_floor_ms
     cand = max(terms.values())

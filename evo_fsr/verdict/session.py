@@ -46,10 +46,11 @@ log = logging.getLogger(__name__)
 class Session(TimingStage):
     def __init__(self, bench: Workbench, config: Any, gpu: GpuInfo, runner: RunnerProcess,
                  shapes: tuple[Shape, ...], stages: Stages, quiet: Callable[[], None] = lambda: None,
-                 respawn: Callable[[], RunnerProcess] | None = None) -> None:
+                 respawn: Callable[[], RunnerProcess] | None = None, paired: bool = False) -> None:
         self.bench, self.cfg, self.gpu, self.runner, self.shapes = bench, config, gpu, runner, shapes
         self.quiet = quiet
         self.respawn = respawn          # a fresh runner of the candidate's library (None: no fresh pool)
+        self.paired = paired            # launch-bound shapes: each window paired with the spin twin's
         self.task = bench.task
         self.stages = stages
         self.deadline = time.monotonic() + config.candidate_budget_s

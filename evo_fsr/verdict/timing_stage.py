@@ -7,6 +7,7 @@ judged against the calibration pool the trusted twin took before any candidate c
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from typing import Any
 
 from ..runner.harness import RunnerProcess
@@ -85,11 +86,23 @@ class TimingStage:
         """Up to ``windows`` checked candidate windows, at least ``least`` and then until the time
         budget is spent at their median (windows.enough_windows), with one trusted baseline window
         interleaved every ``baseline_every`` (before or after, alternately; the calibration's twin
-        is timed in the same pattern, bench.calibration_round)."""
+        is timed in the same pattern, bench.calibration_round).  On a launch-bound shape with
+        ``paired`` on (``EvalConfig.paired_twin``), each candidate window is followed by the spin
+        twin's, spinning that window's claim (spin_twin.py), whose window it carries
+        (``CallTimes.paired_window_ms``) for ``profile.paired_estimate``."""
         cfg = self.cfg
+        paired = self.paired and sb.launch_bound
+
+        def window() -> profile.CallTimes:
+            times = self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s)
+            if not paired:
+                return times
+            twin = self.bench.spin_window(sb, times.event_ms, self._timeout(cfg.benchmark_timeout_s))
+            return replace(times, paired_window_ms=twin.window_ms)
+
         with self.stages.stage("timing"):
             cand_calls, base_calls = interleaved_windows(
-                lambda: self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s),
+                window,
                 lambda: self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s), windows, cfg.baseline_every,
                 enough_windows(least, cfg.time_budget_s, cfg.baseline_every))
         self.stages.count("timed_calls", len(cand_calls) * len(slots))

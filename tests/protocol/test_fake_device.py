@@ -4,6 +4,7 @@ here fails when the defence that produces it is removed (see each test's docstri
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import os
 
 import pytest
@@ -65,6 +66,53 @@ def test_launch_bound_shapes_take_more_windows_and_a_larger_pool(launch_bound):
     counters = dict(result.counters)
     assert counters["timed_calls"] == 6 * factor * (1 + counters["retimed_shapes"])
     assert result.timings[0].trials in (6 * factor, 12 * factor)
+
+
+def _shape_calls(monkeypatch) -> list:
+    """Every shape's ``profile.ShapeCalls`` as the session credits them."""
+    from evo_fsr.verdict import profile
+
+    seen: list = []
+    real = profile.time_shape
+
+    def time_shape(timing_round, pool, fresh_pool=None):
+        seen.append(real(timing_round, pool, fresh_pool))
+        return seen[-1]
+
+    monkeypatch.setattr(profile, "time_shape", time_shape)
+    return seen
+
+
+def test_paired_windows_spin_each_windows_claim(launch_bound, monkeypatch):
+    """With ``EvalConfig.paired_twin``, each timed window of a launch-bound shape is followed by
+    the spin twin's (verdict/spin_twin.py), spinning that window's claim.  A kernel that takes
+    2 ms a call (SLOW_BASELINE) must have paired windows of over 2 ms, as long as its own within
+    1 ms.  Fails if a window goes unpaired, or the twin spins anything but the claim (a unit
+    slip, or no spin: its windows would be the bare overhead)."""
+    seen = _shape_calls(monkeypatch)
+    ev = Evaluator(launch_bound.task, dataclasses.replace(launch_bound.config, paired_twin=True, time_budget_s=2.0))
+    try:
+        result = judge(ev, kernels.SLOW_BASELINE)
+    finally:
+        ev.close()
+    assert result.status is Status.OK, result.summary
+    windows = seen[0].candidate
+    assert windows and all(c.paired_window_ms > 0 for c in windows)
+    assert min(c.paired_window_ms for c in windows) > 2.0
+    assert abs(statistics.median(c.window_ms - c.paired_window_ms for c in windows)) < 1.0
+
+
+def test_a_batched_shape_is_not_paired(evaluator, monkeypatch):
+    """Pairs are for launch-bound shapes, timed one call to a window: a batched shape's windows
+    hold k calls, and its slack is shared by them."""
+    seen = _shape_calls(monkeypatch)
+    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, paired_twin=True))
+    try:
+        result = judge(ev, kernels.HONEST)
+    finally:
+        ev.close()
+    assert result.status is Status.OK, result.summary
+    assert seen and all(c.paired_window_ms == 0 for c in seen[0].candidate)
 
 
 def test_a_slow_warm_up_does_not_cut_the_timed_windows(launch_bound):
