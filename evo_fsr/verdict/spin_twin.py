@@ -5,18 +5,19 @@ windows (``EvalConfig.paired_twin``; ``TimingStage._timing_round``, ``profile.cr
 Why (thirty-first session, NVIDIA H200, topk's quick shape, an 18.5 us call in a ~0.8 ms window;
 ``scripts/probe_round_trip.py``, ``scripts/probe_twin_length.py``): the overhead subtracted from
 a candidate's windows, taken from the naive twin's pool and the interleaved baseline's windows,
-sat 15-190 us above the candidate's own windows less their events in the same evaluation.  It
+sat 2-160 us above the candidate's own windows less their events in the same evaluation.  It
 grew with the length of the call in the window (the naive call takes ~1.5 ms) and was higher for
 a runner timed one window in three than for one timed two in three; a pool taken on the
 candidate's own runner before its library was loaded sat 15-100 us above as well.  So the window
-bound fell below zero and the runner's claims were credited as they came: the v3 forgers
+bound fell below the claims, which were credited as they came: the v3 forgers
 claiming 50 %, 20 % and 2 % of their time read x2.01, x5.00 and x50.8 their honest twin.
 
 The pair: right after each timed candidate window, a trusted runner of this library is timed on
 the candidate's buffer sets (inputs loaded, L2 flushed, outputs copied out, as for any window)
 while its kernel spins on the GPU's clock for exactly the time the candidate claimed for that
-window.  Its window is the candidate's as it would be were the claim true: same call length,
-same place in the order of windows, same moment.  ``window - paired window + claim`` estimates
+window.  Its window is the candidate's as it would be were the claim true: the same call length,
+the same moment, and the same place in the order (every window of either, but for the
+interleaved baseline's, comes right after the other runner's).  ``window - paired window + claim`` estimates
 the candidate's real time per window, whatever the overhead and its drift, and a claim cut
 below the real time moves the paired window with it, not the estimate.
 """

@@ -67,12 +67,13 @@ HOLE_SINGLE_FLOOR = (
     "fused_batch_and_gpu_work_after_reply).  The formula itself still trusts the baseline's windows: "
     "a new way to slow them would reopen it (the clean-window fix 5b858bf was reverted in 1128528)")
 HOLE_SLACK_UNBATCHED = (
-    "profile.credited_ms allows one standard error of the window (slack) below the window on every "
-    "call of a shape timed one call to a window (launch-bound shapes: profile.batch_size), and "
-    "profile.charged accepts a claim inside it.  On an H200 the runner's round trip (~0.3 ms, a spread "
-    "of 43-88 us) sets a window spread of 63-81 us around an 18.5 us topk call: a slack of 40 us over "
-    "30 windows and a pool of 8, 11 us over eight times both (bench.LAUNCH_BOUND_FACTOR); a claim of "
-    "75 % read 1.34x at either count, and in the CPU model claims of 15-35 % gain x5.4-x2.9")
+    "profile.credited_ms bounds a claim by the window less an overhead calibrated on other windows "
+    "(the naive twin's pool, the interleaved baseline's), and on a shape timed one call to a window "
+    "(launch-bound: profile.batch_size) that overhead sat 2-160 us above the candidate's own windows' "
+    "on an H200 (thirty-first session: longer calls, the one-in-three place and drift all raise it), "
+    "over the ~18 us topk call: the window bound fell below zero and claims of 75/50/20/2 % read "
+    "x1.33/x2.0/x5.0/x50.8 their honest twin.  EvalConfig.paired_twin (spin_twin.py) is built to "
+    "close it and is off until it has run on a GPU")
 HOLE_FAST_MATH = (
     "monte_carlo/task.yaml requires 'the accurate math functions (expf, cosf ...)'; its forbidden_ptx "
     "rule refuses cos.approx and sin.approx (__cosf, __sinf), but the accurate expf also ends in "
@@ -441,7 +442,7 @@ def forgery_cases() -> list[CaseV3]:
                "session) it read x5.00 its honest twin, never charged"),
         forger("forges_a_fiftieth_of_its_time_on_an_unbatched_shape", "0.02f",
                "the same forger claiming 2 % of its time (0.4 us for an 18.5 us call): on an H200 (thirty-first "
-               "session, scripts/probe_twin_length.py) the overhead subtracted from its windows sat 15-150 us "
+               "session, scripts/probe_twin_length.py) the overhead subtracted from its windows sat 2-160 us "
                "above their own, so the window bound fell below zero and it read x50.8 its honest twin, the class "
                "of the brief's 68x"),
     ]
