@@ -30,8 +30,6 @@ the runner's events (what the calibration's overhead and spread are taken from) 
 window less the round trip (the trusted side's loads, flush and copy-out)."""
 from __future__ import annotations
 
-import os
-import select
 import shutil
 import statistics
 import sys
@@ -42,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from evo_fsr.runner import harness
+from probe_tools import polling_await  # the scripts folder is the path's first entry
 from evo_fsr.runner.protocol import RUNNER_FILES
 from evo_fsr.types import Candidate
 from evo_fsr.verdict import bench as benchmod
@@ -119,16 +118,7 @@ def stamped_send(self, message, timeout_s):
     return reply
 
 
-def spin_await(self, command, timeout_s):
-    end = time.monotonic() + min(timeout_s, 0.05)
-    while b"\n" not in self._buffer and time.monotonic() < end:
-        ready, _, _ = select.select([self._reply_r], [], [], 0)
-        if ready:
-            chunk = os.read(self._reply_r, 1 << 16)
-            if not chunk:
-                break
-            self._buffer += chunk
-    return _await(self, command, timeout_s)
+spin_await = polling_await(_await)
 
 
 ROLES: dict[int, str] = {}

@@ -1,10 +1,14 @@
 """Shared by the probe scripts (probe_scan.py, probe_gram.py): build a seed variant into a shared
 library with the task's contract header, and time callables interleaved with the L2 flushed
-before every call (CUDA events; medians in us)."""
+before every call (CUDA events; medians in us).  And (probe_window_parts.py, probe_round_trip.py)
+the trusted side polling a runner's reply pipe instead of sleeping in ``select``."""
 from __future__ import annotations
 
 import ctypes
+import os
+import select
 import statistics
+import time
 import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -78,3 +82,19 @@ def print_rows(label: str, shapes: list[int], rows: dict[str, list[str]]) -> Non
     print(f"{label:<{width}} " + " | ".join(f"{f'n={n}':<{cell}}" for n in shapes))
     for name, cells in rows.items():
         print(f"{name[:width]:<{width}} " + " | ".join(cells))
+
+
+def polling_await(original: Callable) -> Callable:  # type: ignore[type-arg]
+    """``RunnerProcess.await_reply`` that first polls the reply pipe (``select`` with no timeout)
+    for up to 50 ms, then falls back to ``original`` (which checks the reply as always)."""
+    def await_reply(self, command, timeout_s):  # type: ignore[no-untyped-def]
+        end = time.monotonic() + min(timeout_s, 0.05)
+        while b"\n" not in self._buffer and time.monotonic() < end:
+            ready, _, _ = select.select([self._reply_r], [], [], 0)
+            if ready:
+                chunk = os.read(self._reply_r, 1 << 16)
+                if not chunk:
+                    break
+                self._buffer += chunk
+        return original(self, command, timeout_s)
+    return await_reply

@@ -7,8 +7,6 @@ the Python runner, its reply, SIGSTOP), the runner's own ``host_ms`` inside it, 
 Variant ``spin``: the trusted side polls the reply pipe instead of sleeping in ``select``.
 Twenty-sixth session, NVIDIA H200: the round trip less host_ms was 250-320 us with a spread of
 43-88 us, nearly all of the window's spread (63-93 us); the flush's spread 3.7-5.5 us."""
-import os
-import select
 import statistics
 import sys
 import time
@@ -16,6 +14,7 @@ import time
 import numpy as np
 
 from evo_fsr.runner import harness
+from probe_tools import polling_await  # the scripts folder is the path's first entry
 from evo_fsr.types import Candidate
 from evo_fsr.verdict import bench as benchmod
 from evo_fsr.verdict.evaluate import Evaluator
@@ -49,16 +48,7 @@ def timed(*a, **k):
     return r
 
 
-def spin_await(self, command, timeout_s):
-    end = time.monotonic() + min(timeout_s, 0.05)
-    while b"\n" not in self._buffer and time.monotonic() < end:
-        ready, _, _ = select.select([self._reply_r], [], [], 0)
-        if ready:
-            chunk = os.read(self._reply_r, 1 << 16)
-            if not chunk:
-                break
-            self._buffer += chunk
-    return _await(self, command, timeout_s)
+spin_await = polling_await(_await)
 
 
 CupyMemory.flush_l2, harness.RunnerProcess.send, benchmod.timed_batch = flush, send, timed

@@ -47,17 +47,21 @@ __global__ void evo_fsr_spin(long long ns) {
 }
 """
 
-# the fake device (CPU tests): a "kernel" is host C that runs inside ``launch``
+# the fake device (CPU tests): a "kernel" is host C that runs inside ``launch``; it sleeps until
+# the time is up (GPU work takes no CPU, and a busy-wait would be slowed by a loaded CI machine's
+# other processes where the candidate's sleeping kernels are not)
 _HOST = r"""
+#include <errno.h>
 #include <time.h>
 static long long evo_fsr_spin_value_ns = 0;
 void evo_fsr_spin_ns(long long ns) { evo_fsr_spin_value_ns = ns; }
 %SIGNATURE% {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do {
-        clock_gettime(CLOCK_MONOTONIC, &t);
-    } while ((t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) < evo_fsr_spin_value_ns);
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    long long ns = until.tv_nsec + evo_fsr_spin_value_ns;
+    until.tv_sec += ns / 1000000000LL;
+    until.tv_nsec = ns % 1000000000LL;
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, 0) == EINTR) {}
     return 0;
 }
 """

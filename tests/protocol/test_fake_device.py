@@ -86,31 +86,25 @@ def _shape_calls(monkeypatch) -> list:
 def test_paired_windows_spin_each_windows_claim(launch_bound, monkeypatch):
     """With ``EvalConfig.paired_twin``, each timed window of a launch-bound shape is followed by
     the spin twin's (verdict/spin_twin.py), spinning that window's claim.  A kernel that takes
-    2 ms a call (SLOW_BASELINE) must have paired windows of over 2 ms, as long as its own within
-    1 ms.  Fails if a window goes unpaired, or the twin spins anything but the claim (a unit
-    slip, or no spin: its windows would be the bare overhead)."""
+    2 ms a call (SLOW_BASELINE) must have paired windows of over 2 ms and not far over its own.
+    Fails if a window goes unpaired, or the twin spins anything but the claim (no spin or a unit
+    slip: its windows would be the bare overhead, or seconds long)."""
     seen = _shape_calls(monkeypatch)
-    ev = Evaluator(launch_bound.task, dataclasses.replace(launch_bound.config, paired_twin=True, time_budget_s=2.0))
-    try:
-        result = judge(ev, kernels.SLOW_BASELINE)
-    finally:
-        ev.close()
+    result = judge_with(launch_bound, kernels.SLOW_BASELINE, paired_twin=True, time_budget_s=2.0)
     assert result.status is Status.OK, result.summary
     windows = seen[0].candidate
     assert windows and all(c.paired_window_ms > 0 for c in windows)
     assert min(c.paired_window_ms for c in windows) > 2.0
-    assert abs(statistics.median(c.window_ms - c.paired_window_ms for c in windows)) < 1.0
+    # not a thousand times the claim either (the fake twin sleeps, and overshoots by a wake-up,
+    # a millisecond or more on a loaded CI machine)
+    assert statistics.median(c.paired_window_ms for c in windows) < statistics.median(c.window_ms for c in windows) + 5.0
 
 
 def test_a_batched_shape_is_not_paired(evaluator, monkeypatch):
     """Pairs are for launch-bound shapes, timed one call to a window: a batched shape's windows
     hold k calls, and its slack is shared by them."""
     seen = _shape_calls(monkeypatch)
-    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, paired_twin=True))
-    try:
-        result = judge(ev, kernels.HONEST)
-    finally:
-        ev.close()
+    result = judge_with(evaluator, kernels.HONEST, paired_twin=True)
     assert result.status is Status.OK, result.summary
     assert seen and all(c.paired_window_ms == 0 for c in seen[0].candidate)
 
@@ -152,6 +146,15 @@ def test_a_stale_answer_inside_a_batch_is_caught(batched):
 
 def judge(ev: Evaluator, source: str):
     return ev.evaluate(Candidate(task="relu", source=source))
+
+
+def judge_with(base: Evaluator, source: str, **changes):
+    """``source`` judged by a fresh evaluator of ``base``'s task and config with ``changes``."""
+    ev = Evaluator(base.task, dataclasses.replace(base.config, **changes))
+    try:
+        return judge(ev, source)
+    finally:
+        ev.close()
 
 
 def test_honest_kernel_is_ok_with_no_false_speedup(evaluator):
@@ -384,11 +387,7 @@ def test_a_short_wait_for_the_gpu_is_waited_out_and_counted(evaluator, monkeypat
 def test_a_gpu_marked_shared_opens_windows_unchecked(evaluator):
     """``gpu_shared`` (or EVO_FSR_GPU_SHARED=1, for GPU test groups run side by side) turns the
     gate off: the same kernel is then judged OK.  Fails if the switch does nothing."""
-    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, gpu_shared=True))
-    try:
-        result = judge(ev, kernels.WORK_AFTER_REPLY)
-    finally:
-        ev.close()
+    result = judge_with(evaluator, kernels.WORK_AFTER_REPLY, gpu_shared=True)
     assert result.status is Status.OK, result.summary
 
 
