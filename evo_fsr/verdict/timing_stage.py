@@ -97,7 +97,10 @@ class TimingStage:
             times = self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s)
             if not paired:
                 return times
-            twin = self.bench.spin_window(sb, times.event_ms, self._timeout(cfg.benchmark_timeout_s))
+            # a claim longer than its own window is no honest runner's (nor a reason to spin for
+            # as long as a forger pleases)
+            claim_ms = min(times.event_ms, times.window_ms)
+            twin = self.bench.spin_window(sb, claim_ms, self._timeout(cfg.benchmark_timeout_s))
             return replace(times, paired_window_ms=twin.window_ms)
 
         with self.stages.stage("timing"):
