@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..tasks import Shape, Task
 from ..types import GpuInfo, source_id
-from ..verdict.profile import speed_of_light_ms
+from ..verdict.roofline import speed_of_light_ms
 
 #: What each precision policy allows, in the words a kernel writer needs.
 PRECISION_MEANING: dict[str, str] = {

@@ -121,9 +121,7 @@ class Runner:
         rt, stream = self.rt, self.stream
         fn = self.launcher(msg["lib"])
         if "spin_ns" in msg:             # the trusted spin twin (verdict/spin_twin.py): how long to spin
-            setter = self.handles[msg["lib"]].evo_fsr_spin_ns
-            setter.argtypes, setter.restype = [ctypes.c_longlong], None
-            setter(int(msg["spin_ns"]))
+            self.handles[msg["lib"]].evo_fsr_spin_ns(ctypes.c_longlong(int(msg["spin_ns"])))
         calls: list[list[Any]] = []
         for name in [msg["slot"], *msg.get("more", [])]:
             buffers = self.slots[str(name)]

@@ -178,7 +178,7 @@ class Workbench:
 
     def _library(self, role: str) -> tuple[str, Callable[[], bytes]]:
         """The library a trusted role runs: the spin twin's, or the naive seed."""
-        if role == "spin":
+        if role == SPIN_LIB:
             if self._spin_binary is None:
                 raise RuntimeError("no spin twin library was given to this workbench")
             return SPIN_LIB, self._spin_binary
@@ -202,6 +202,9 @@ class Workbench:
 
     def attach_baseline(self, *slots: Slot) -> RunnerProcess:
         return self._attach("baseline", slots)
+
+    def attach_spin(self, *slots: Slot) -> RunnerProcess:
+        return self._attach(SPIN_LIB, slots)
 
     def _attach(self, role: str, slots: tuple[Slot, ...]) -> RunnerProcess:
         runner = self._trusted(role)
@@ -358,12 +361,9 @@ class Workbench:
                 raise RuntimeError(f"the naive seed is wrong on {bench.shape.label}: {mismatch.describe()}")
         return call
 
-    def spin_window(self, bench: ShapeBench, claim_ms: float, timeout_s: float) -> CallTimes:
-        """The window paired with a candidate's (spin_twin.py): the spin twin on the candidate's
-        buffer sets, fresh inputs loaded and the L2 flushed as for any window, its kernel
-        spinning ``claim_ms`` on the GPU's clock."""
+    def spin_window(self, runner: RunnerProcess, bench: ShapeBench, claim_ms: float, timeout_s: float) -> CallTimes:
+        """The spin twin's window paired with a candidate's (spin_twin.py), spinning ``claim_ms``."""
         slots = bench.candidate_slots[:max(1, bench.batch)]
-        runner = self._attach("spin", tuple(slots))
         reply, call, _ = timed_batch(runner, slots, SPIN_LIB, [bench.inputs.next() for _ in slots], timeout_s,
                                      gate=self.gate, spin_ns=round(max(0.0, claim_ms) * 1e6))
         if call is None:

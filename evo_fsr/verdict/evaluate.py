@@ -35,7 +35,8 @@ from .bench import LAUNCH_BOUND_FACTOR, Workbench
 from .gpu import gpu_info_from_probe
 from .inputs import NP_DTYPES
 from .memory import TrustedMemory, make_memory
-from .profile import FUSABLE_FLOOR_MS, speed_of_light_ms
+from .profile import FUSABLE_FLOOR_MS
+from .roofline import speed_of_light_ms
 from .session import Session
 from .spin_twin import spin_source
 from .stages import Stages, Verdict

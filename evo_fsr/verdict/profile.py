@@ -59,9 +59,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from ..types import ShapeTiming
-# the speed-of-light floor lives in roofline.py; its names stay importable from here
-from .roofline import (COPY_EFFICIENCY, UNKNOWN_ROOF_COPY_EFFICIENCY, memory_roof_gbps,  # noqa: F401
-                       peak_tflops, speed_of_light_ms)
+
 
 @dataclass(frozen=True)
 class CallTimes:

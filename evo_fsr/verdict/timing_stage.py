@@ -16,6 +16,7 @@ from ..types import ShapeTiming, Status, geometric_mean
 from . import profile
 from .gpu_idle import GpuBusy, shared_gpu
 from .inputs import reference
+from .roofline import speed_of_light_ms
 from .stages import Stop, Verdict
 from .validate import check_call
 from .windows import enough_windows, interleaved_windows
@@ -58,7 +59,7 @@ class TimingStage:
                                        sb.calibration, fresh_pool=fresh)
             self.stages.count("retimed_shapes", timed.rounds - 1)
             charged += int(timed.strict)
-            floor = profile.speed_of_light_ms(self.task.flops_of(shape), self.task.bytes_of(shape), self.gpu,
+            floor = speed_of_light_ms(self.task.flops_of(shape), self.task.bytes_of(shape), self.gpu,
                                               self.task.precision)
             single = 0.0
             if k > 1:
@@ -91,16 +92,16 @@ class TimingStage:
         twin's, spinning that window's claim (spin_twin.py), whose window it carries
         (``CallTimes.paired_window_ms``) for ``profile.paired_estimate``."""
         cfg = self.cfg
-        paired = self.paired and sb.launch_bound
+        spin = self.bench.attach_spin(*slots) if self.paired and sb.launch_bound else None
 
         def window() -> profile.CallTimes:
             times = self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s)
-            if not paired:
+            if spin is None:
                 return times
             # a claim longer than its own window is no honest runner's (nor a reason to spin for
             # as long as a forger pleases)
             claim_ms = min(times.event_ms, times.window_ms)
-            twin = self.bench.spin_window(sb, claim_ms, self._timeout(cfg.benchmark_timeout_s))
+            twin = self.bench.spin_window(spin, sb, claim_ms, self._timeout(cfg.benchmark_timeout_s))
             return replace(times, paired_window_ms=twin.window_ms)
 
         with self.stages.stage("timing"):

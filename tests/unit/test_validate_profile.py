@@ -9,8 +9,9 @@ import pytest
 
 from evo_fsr.verdict import gpu as gpu_module
 from evo_fsr.verdict.profile import (FUSABLE_FLOOR_MS, SINGLE_WINDOWS, CallTimes, Calibration, batch_size,
-                                     charged, credited_ms, memory_roof_gbps, single_call_floor_ms, single_floor_retimed,
-                                     speed_of_light_ms, summarise, time_shape)
+                                     charged, credited_ms, single_call_floor_ms, single_floor_retimed, summarise,
+                                     time_shape)
+from evo_fsr.verdict.roofline import memory_roof_gbps, speed_of_light_ms
 from evo_fsr.tasks import PRECISION_POLICIES
 from evo_fsr.types import EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
 from evo_fsr.verdict.validate import check_outputs, compare_inputs_unchanged, compare_output
