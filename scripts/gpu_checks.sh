@@ -14,10 +14,12 @@
 #                                      # window's spread comes from (probe_window_parts.py; ~3 min)
 #   scripts/gpu_checks.sh round_trip   # the parts of a launch-bound window's round trip on one clock,
 #                                      # per wake-up variant (probe_round_trip.py; ~2.5 min)
-#   [FAST=1] scripts/gpu_checks.sh twin_length  # topk's honest seed and three forgers judged with the naive
-#                                      # twin's pool and with paired spin-twin windows (EvalConfig.paired_twin;
-#                                      # FAST=1: also a twin as fast as the candidate; probe_twin_length.py)
-#   EVO_FSR_PAIRED_TWIN=1 scripts/gpu_checks.sh adversarial   # the suites with paired windows on
+#   [FAST=1] scripts/gpu_checks.sh twin_length  # topk's honest seed and three forgers judged one call a
+#                                      # window and in chained windows (verdict/chain.py; FAST=1: also a
+#                                      # twin as fast as the candidate; probe_twin_length.py)
+#   EVO_FSR_CHAIN_WINDOWS=0 scripts/gpu_checks.sh adversarial   # the suites with one call a launch-bound window
+#   [TASKS="topk sort" ROUNDS=1] scripts/gpu_checks.sh chain   # every seed of the launch-bound tasks judged
+#                                      # one call a window and chained (verdict/chain.py; probe_chain.py)
 #   scripts/gpu_checks.sh flush        # what each L2 flush leaves behind (probe_flush.py), and a
 #                                      # 1 us forger against its honest twin per flush (probe_forger.py)
 #   [TASKS="a b" TRIALS=30 LIMIT_S=500] scripts/gpu_checks.sh library   # families against the library,
@@ -127,8 +129,12 @@ round_trip)
     timeout 400 python3 scripts/probe_round_trip.py "${ROUNDS:-2}" 2>&1 | grep -v Warning | tee "$out/probe_round_trip.log" | tail -n 80
     ;;
 twin_length)
-    step "the naive twin's pool against paired spin-twin windows: overheads, forgers"
+    step "one call a window against chained windows: overheads, forgers"
     timeout 500 python3 scripts/probe_twin_length.py "${ROUNDS:-2}" ${FAST:+--fast} 2>&1 | grep -v Warning | tee "$out/probe_twin_length.log" | tail -n 80
+    ;;
+chain)
+    step "the seeds of the launch-bound tasks, one call a window against chained windows"
+    timeout 400 python3 scripts/probe_chain.py ${TASKS:-topk sort} --rounds "${ROUNDS:-1}" 2>&1 | grep -v Warning | tee "$out/probe_chain.log" | tail -n 60
     ;;
 flush)
     step "L2 flushes: eviction, write-back, own cost"

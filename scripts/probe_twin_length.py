@@ -9,16 +9,18 @@ them (the runner's parse and reply, the trusted side's wake-up, loads and copy-o
 overhead estimate above the candidate's own lowers the window bound, and a forged claim then
 passes unseen.
 
-Evaluators of topk, alternating: the default (the naive seed is the baseline and the twin); with
-``--fast``, one whose baseline and twin run the honest radix_select seed (a call as long as the
-candidate's); and one with ``EvalConfig.paired_twin`` (each window paired with the spin twin's,
-spinning its claim: verdict/spin_twin.py).  Each judges the honest seed and the v3 forgers
-claiming 50 %, 20 % and 2 % of their time.  Per shape it prints the candidate's median window
-less events, the pool's, the interleaved baseline windows', the calibration's overhead and slack,
-the paired estimate where there is one, and the credit term.
+Evaluators of topk, alternating: one call a window (``chain_windows`` off: the naive seed is the
+baseline and the twin); with ``--fast``, the same with the honest radix_select seed as baseline
+and twin (a call as long as the candidate's); and the default, chained windows (verdict/chain.py:
+CHAIN_CALLS calls a window, each call's inputs drawn from the previous call's outputs).  Each
+judges the honest seed and the v3 forgers claiming 50 %, 20 % and 2 % of their time.  Per shape
+it prints the candidate's median window less events, the pool's, the interleaved baseline
+windows', the calibration's overhead and slack, and the credit term.
 Thirty-first session, NVIDIA H200: naive twin x2.01 / x5.00 / x50.8 (gain over honest), fast
 twin x2.01 / x5.11 (no 2 % arm); a pool taken on the candidate's own runner before its library
-loads (branch wip/own-pool) x2.05 / x4.97 / x51.3.  The paired arm has not run on a GPU yet."""
+loads (branch wip/own-pool) x2.05 / x4.97 / x51.3.  Thirty-second session, H200: windows paired
+with a spin twin's (since removed) x1.98 / x4.97 / x50.5: the twin's window less its claim sat
+0-115 us above the candidate's, honest or forging."""
 from __future__ import annotations
 
 import statistics
@@ -39,14 +41,6 @@ def overhead_us(calls) -> float:
     return statistics.median(c.window_ms - c.event_ms for c in calls) * 1e3 if calls else float("nan")
 
 
-def paired_text(calls) -> str:
-    paired = profile.paired_estimate(calls)
-    if paired is None:
-        return ""
-    twin = statistics.median(c.paired_window_ms - c.event_ms for c in calls) * 1e3
-    return f" | paired: twin window less claim {twin:6.1f} us, estimate {paired[0] * 1e3:6.1f} us, slack {paired[1] * 1e3:5.1f}"
-
-
 def time_shape(timing_round, pool, fresh_pool=None):
     shape = _time_shape(timing_round, pool, fresh_pool)
     cal = shape.calibration
@@ -54,7 +48,7 @@ def time_shape(timing_round, pool, fresh_pool=None):
                 f"base {overhead_us(shape.baseline):6.1f} | cal {cal.overhead_ms * 1e3:6.1f} "
                 f"slack {cal.slack_ms(len(shape.candidate)) * 1e3:5.1f} | event "
                 f"{statistics.median(c.event_ms for c in shape.candidate) * 1e3:6.1f} us, rounds {shape.rounds}"
-                f"{' strict' if shape.strict else ''}{paired_text(shape.candidate)}")
+                f"{' strict' if shape.strict else ''}, {shape.candidate[0].calls} calls a window")
     return shape
 
 
@@ -67,10 +61,10 @@ def main() -> None:
     runs = [("honest", honest), ("forge50", cases["forges_half_its_time_on_an_unbatched_shape"].source),
             ("forge20", fifth), ("forge2", fifth.replace("#define ADV_FRACTION 0.20f", "#define ADV_FRACTION 0.02f"))]
     settings = dict(library=False, max_trials=30, min_trials=10, time_budget_s=2.0)
-    evaluators = {"naive twin": Evaluator("topk", config(**settings))}
+    evaluators = {"single": Evaluator("topk", config(**settings, chain_windows=False))}
     if "--fast" in sys.argv:
-        evaluators["fast twin"] = Evaluator("topk", config(**settings, baseline_source=honest))
-    evaluators["paired"] = Evaluator("topk", config(**settings, paired_twin=True))
+        evaluators["fast twin"] = Evaluator("topk", config(**settings, baseline_source=honest, chain_windows=False))
+    evaluators["chained"] = Evaluator("topk", config(**settings, chain_windows=True))
     speedups: dict[tuple[str, str], list[float]] = {}
     try:
         for rnd in range(rounds):

@@ -13,14 +13,16 @@ Commands (trusted side -> runner):
   attach  {slot, buffers: [{name, handle, nbytes}]}
                                               open the trusted side's buffers (CUDA IPC handles)
   detach  {slot}                              close them
-  call    {slot, lib, scalars, [more], [spin_ns]}
+  call    {slot, lib, scalars, [more], [chain]}
                                               one launch on the attached buffers (then one on each
                                               slot in ``more``: a batch), timed with CUDA events on
                                               the harness stream and after a device-wide
                                               synchronize; the trusted side owns inputs and outputs,
                                               and flushes the L2 itself before a timed call;
-                                              ``spin_ns``: sent to the trusted spin twin only, how
-                                              long its kernel spins (verdict/spin_twin.py)
+                                              ``chain``: each call's inputs but the first drawn on
+                                              the GPU from a hash of the previous call's outputs,
+                                              and each call timed by its own events
+                                              (verdict/chain.py)
   exit
 """
 from __future__ import annotations

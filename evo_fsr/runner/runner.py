@@ -37,6 +37,8 @@ if __name__ == "__main__" and len(sys.argv) > 4:
 
 import protocol  # noqa: E402 - the copy next to this file, standard library only
 
+#: the chain library's name in a job's libs (verdict/chain.py's CHAIN_LIB)
+CHAIN = "chain"
 SCALAR_CTYPES = {"int32": ctypes.c_int, "int64": ctypes.c_longlong,
                  "float32": ctypes.c_float, "float64": ctypes.c_double}
 
@@ -59,6 +61,9 @@ class Runner:
         self.stream = self.rt.stream_create()
         self.start, self.end, self.end_all, self.between = (self.rt.event_create() for _ in range(4))
         self.slots: dict[str, dict[str, int]] = {}     # slot -> buffer name -> device pointer
+        self.sizes: dict[str, dict[str, int]] = {}     # slot -> buffer name -> bytes
+        self.call_events: list[tuple[int, int]] = []   # a chained window's events, a pair a call
+        self.links: dict[tuple[str, ...], list[Any]] = {}   # chained windows' argument lists, per slot list
         self.launchers: dict[str, Any] = {}
         self.handles: dict[str, Any] = {}
 
@@ -103,6 +108,8 @@ class Runner:
         self.detach(msg)
         opened: dict[str, int] = {}
         self.slots[str(msg["slot"])] = opened
+        self.links.clear()
+        self.sizes[str(msg["slot"])] = {str(buf["name"]): int(buf.get("nbytes", 0)) for buf in msg["buffers"]}
         for buf in msg["buffers"]:
             opened[str(buf["name"])] = self.rt.ipc_open(bytes.fromhex(buf["handle"]))
         return {"ok": True}
@@ -110,7 +117,32 @@ class Runner:
     def detach(self, msg: dict[str, Any]) -> dict[str, Any]:
         for ptr in self.slots.pop(str(msg["slot"]), {}).values():
             self.rt.ipc_close(ptr)
+        self.sizes.pop(str(msg["slot"]), None)
+        self.links.clear()
         return {"ok": True}
+
+    def chain_links(self, names: list[str]) -> list[Any]:
+        """Per slot of a chained window (verdict/chain.py): the chain library's hash over its
+        outputs and fill of its inputs, as argument lists ready to call (pointer and byte arrays
+        made before the window opens)."""
+        if tuple(names) in self.links:
+            return self.links[tuple(names)]
+        if CHAIN not in self.handles:
+            self.handles[CHAIN] = ctypes.CDLL(str(self.workdir / self.job["libs"][CHAIN]), mode=ctypes.RTLD_LOCAL)
+        links = []
+        for name in names:
+            buffers, sizes = self.slots[str(name)], self.sizes[str(name)]
+            per_role = []
+            for role in ("output", "input"):
+                picked = [a["name"] for a in self.job["args"] if a["role"] == role]
+                ptrs = (ctypes.c_void_p * len(picked))(*[buffers[b] for b in picked])
+                nbytes = (ctypes.c_longlong * len(picked))(*[sizes[b] for b in picked])
+                per_role.append((ptrs, nbytes, ctypes.c_int(len(picked)), ctypes.c_void_p(self.stream)))
+            links.append(per_role)
+        while len(self.call_events) < len(names):
+            self.call_events.append((self.rt.event_create(), self.rt.event_create()))
+        self.links[tuple(names)] = links
+        return links
 
     def call(self, msg: dict[str, Any]) -> dict[str, Any]:
         """One launch on the slot's buffers, then one on each slot of ``more`` (a batch: the
@@ -120,8 +152,6 @@ class Runner:
         stream of this context); ``host_ms``: the host clock around both."""
         rt, stream = self.rt, self.stream
         fn = self.launcher(msg["lib"])
-        if "spin_ns" in msg:             # the trusted spin twin (verdict/spin_twin.py): how long to spin
-            self.handles[msg["lib"]].evo_fsr_spin_ns(ctypes.c_longlong(int(msg["spin_ns"])))
         calls: list[list[Any]] = []
         for name in [msg["slot"], *msg.get("more", [])]:
             buffers = self.slots[str(name)]
@@ -134,11 +164,27 @@ class Runner:
                 else:
                     args.append(ctypes.c_void_p(buffers[arg["name"]]))
             calls.append(args)
+        names = [msg["slot"], *msg.get("more", [])]
+        links = self.chain_links(names) if msg.get("chain") else None
+        if links is not None:
+            chain = self.handles[CHAIN]
+            hash_fn, gen_fn = chain.evo_fsr_chain_hash, chain.evo_fsr_chain_gen
         rt.device_synchronize()
         t0 = time.perf_counter()
         rt.event_record(self.start, stream)
         rc = 0
         for i, args in enumerate(calls):
+            if links is not None:
+                # a chained window (verdict/chain.py): each call timed by its own events; call
+                # i+1's inputs drawn on this stream from a hash of call i's outputs
+                rt.event_record(self.call_events[i][0], stream)
+                rc = int(fn(*args))
+                rt.event_record(self.call_events[i][1], stream)
+                if rc == 0 and i + 1 < len(calls):
+                    rc = int(hash_fn(*links[i][0])) or int(gen_fn(*links[i + 1][1]))
+                if rc != 0:
+                    break
+                continue
             rc = int(fn(*args))
             if rc != 0:
                 break
@@ -154,10 +200,15 @@ class Runner:
         rt.stream_synchronize(stream)
         t1 = time.perf_counter()
         err = rt.last_error()
+        event_ms = rt.elapsed_ms(self.start, self.end)
+        event_all_ms = max(rt.elapsed_ms(self.start, self.end_all), event_ms)
+        if links is not None and rc == 0:
+            # the claims: the calls' own events, the chain's kernels between them left out
+            # (event_all_ms: the same, plus whatever ran on after the last call)
+            calls_ms = sum(rt.elapsed_ms(a, b) for a, b in self.call_events[:len(calls)])
+            event_all_ms, event_ms = calls_ms + (event_all_ms - event_ms), calls_ms
         return {"rc": rc, "last_error": err, "last_error_name": rt.error_name(err) if err else "",
-                "event_ms": rt.elapsed_ms(self.start, self.end),
-                "event_all_ms": max(rt.elapsed_ms(self.start, self.end_all), rt.elapsed_ms(self.start, self.end)),
-                "host_ms": (t1 - t0) * 1e3}
+                "event_ms": event_ms, "event_all_ms": event_all_ms, "host_ms": (t1 - t0) * 1e3}
 
 
 def main(argv: list[str]) -> int:

@@ -33,7 +33,7 @@ from .gpu_idle import IdleGate
 from .inputs import Slot, TimedInputs, make_case, reference, timed_case
 from .memory import TrustedMemory
 from .profile import FUSABLE_FLOOR_MS, CallTimes, batch_size
-from .spin_twin import SPIN_LIB
+from .chain import CHAIN_CALLS, CHAIN_LIB, chained_inputs, eligible
 from .validate import check_call
 from .windows import interleaved_windows
 
@@ -64,6 +64,7 @@ class ShapeBench:
     library_ms: float = 0.0
     batch: int = 0                  # launches per timed window; 0 until the first clean measurement
     launch_bound: bool = False      # speed-of-light time under the fusable floor: one call a window, more windows
+    chained: bool = False           # a launch-bound shape timed in chained windows instead (chain.py)
     sweep: dict[str, dict[str, Any]] = field(default_factory=dict)   # distribution -> inputs (device)
 
     @property
@@ -77,8 +78,7 @@ class ShapeBench:
 
 def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list[dict[str, Any]],
                 timeout_s: float, flush: bool = True, gate: Callable[[], None] | None = None,
-                spin_ns: int | None = None) -> tuple[dict[str, Any], CallTimes | None,
-                                                                 list[dict[str, Any]] | None]:
+                chained: bool = False) -> tuple[dict[str, Any], CallTimes | None, list[dict[str, Any]] | None]:
     """Load each slot's inputs, flush the L2 (trusted side), have ``runner`` call ``lib`` on the
     slots one after the other, copy every output out.  The trusted window runs from the moment
     the first inputs start to become visible to the runner (work done by anything of the
@@ -98,17 +98,22 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     kernel): the overhead's drift, which the window bound cannot tell from escaped work, scales
     with it.
 
-    ``spin_ns``: the call is the trusted spin twin's, whose kernel spins that long (spin_twin.py).
+    ``chained``: a chained window (chain.py): ``inputs`` holds the first call's only, the other
+    slots are poisoned before the window, inputs included, and the runner draws each call's inputs
+    from the one before; only the last call's outputs are copied inside the window.
 
     ``gate`` (the workbench's ``gpu_idle.IdleGate``) runs before the window opens: it waits until
     no other context has work on the GPU (a candidate's kernel queued after its runner's last
     synchronize would otherwise run into this window), or raises ``gpu_idle.GpuBusy``."""
     memory = slots[0].memory
+    linked = slots[1:] if chained else []
+    for slot in linked:             # a chained call's buffers: poisoned before the window opens
+        slot.poison()
     memory.synchronize()
     if gate is not None:
         gate()
     start = time.perf_counter()
-    for slot, values in zip(slots, inputs, strict=True):
+    for slot, values in zip(slots[:len(slots) - len(linked)], inputs, strict=True):
         slot.load(values, wait=False)
     if flush:
         memory.flush_l2()           # after the loads on the same stream; it waits
@@ -117,18 +122,23 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     message: dict[str, Any] = {"op": "call", "slot": slots[0].name, "lib": lib, "scalars": slots[0].scalars}
     if len(slots) > 1:
         message["more"] = [slot.name for slot in slots[1:]]
-    if spin_ns is not None:         # the trusted spin twin's call (spin_twin.py)
-        message["spin_ns"] = int(spin_ns)
+    if chained:
+        message["chain"] = True
     sent = time.perf_counter()
     reply = runner.send(message, timeout_s)
     replied = time.perf_counter()
     if "error" in reply or reply["rc"] != 0 or reply["last_error"] != 0:
         return reply, None, None
-    captured = [slot.take_outputs() for slot in slots]
+    # a chained window's outputs but the last are copied after it: each was hashed into the next
+    # call's inputs, so one changed after the hand-over is caught (chain.py), and the window holds
+    # no trusted work that grows with its calls (whose noise would be a forger's room)
+    captured: list[dict[str, Any]] = [{} for _ in linked] + [slot.take_outputs() for slot in slots[len(linked):]]
     memory.synchronize()
     window_ms = (time.perf_counter() - start) * 1e3
     runner.settle()                 # stopped since its reply (harness.py): nothing of it runs from here on
     for taken, slot in zip(captured, slots):
+        if not taken:
+            taken.update(slot.take_outputs())
         taken.update(slot.take_inputs())
     memory.synchronize()
     return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
@@ -157,12 +167,13 @@ class Workbench:
     def __init__(self, task: Task, memory: TrustedMemory, job: Callable[[str], str], extra_files: tuple[Path, ...],
                  baseline_binary: Callable[[], bytes], clean_refresh: int, measure_library: bool,
                  policy: SandboxPolicy | None = None, gpu_shared: bool = False,
-                 spin_binary: Callable[[], bytes] | None = None) -> None:
+                 chain_binary: Callable[[], bytes] | None = None) -> None:
         self.task, self.memory, self.policy = task, memory, policy
         #: before every timed window, the candidate's included: no other context's work on the GPU
         self.gate = IdleGate(memory.probe_ms, shared=gpu_shared)
         self._job, self._extra_files, self._baseline_binary = job, extra_files, baseline_binary
-        self._spin_binary = spin_binary     # the spin twin's library (spin_twin.py; None: no paired windows)
+        #: the chain library (chain.py; None: launch-bound shapes are timed one call a window)
+        self.chain_binary = chain_binary if chain_binary is not None and eligible(task) else None
         self.clean_refresh, self.measure_library = clean_refresh, measure_library
         self._validation: dict[str, Slot] = {}
         self._shapes: dict[str, ShapeBench] = {}
@@ -176,24 +187,15 @@ class Workbench:
         """The trusted baseline runner (started, or restarted if it died)."""
         return self._trusted("baseline")
 
-    def _library(self, role: str) -> tuple[str, Callable[[], bytes]]:
-        """The library a trusted role runs: the spin twin's, or the naive seed."""
-        if role == SPIN_LIB:
-            if self._spin_binary is None:
-                raise RuntimeError("no spin twin library was given to this workbench")
-            return SPIN_LIB, self._spin_binary
-        return "baseline", self._baseline_binary
-
     def _trusted(self, role: str) -> RunnerProcess:
         """A trusted runner: of the baseline's binary, ``baseline`` (timed beside candidates) or
-        ``twin`` (in the candidate's place during the calibration; idle otherwise); or of the
-        spin twin's, ``spin`` (a window paired with each of a launch-bound shape's)."""
+        ``twin`` (in the candidate's place during the calibration; idle otherwise)."""
         held = self._runners.get(role)
         if held is not None and held[1].proc.poll() is None:
             return held[1]
         self._stop(role)
         work = Path(tempfile.mkdtemp(prefix=f"evo-fsr-{role}-", dir=scratch_root()))
-        (work / "job.json").write_text(self._job(self._library(role)[0]))
+        (work / "job.json").write_text(self._job("baseline"))
         # the library is written before the first call (the runner loads it then): the GPU probe,
         # which the baseline's compile needs (arch), runs on the baseline runner first
         self._runners[role] = (work, RunnerProcess(work, policy=self.policy, extra_files=self._extra_files))
@@ -203,15 +205,12 @@ class Workbench:
     def attach_baseline(self, *slots: Slot) -> RunnerProcess:
         return self._attach("baseline", slots)
 
-    def attach_spin(self, *slots: Slot) -> RunnerProcess:
-        return self._attach(SPIN_LIB, slots)
-
     def _attach(self, role: str, slots: tuple[Slot, ...]) -> RunnerProcess:
         runner = self._trusted(role)
-        name, binary = self._library(role)
-        library = self._runners[role][0] / f"{name}.so"
-        if not library.exists():
-            library.write_bytes(binary())
+        work = self._runners[role][0]
+        if not (work / "baseline.so").exists():
+            (work / "baseline.so").write_bytes(self._baseline_binary())
+        self.write_chain(work)
         for slot in slots:
             if slot.name not in self._attached[role]:
                 reply = runner.send(slot.attach_message(), 60)
@@ -219,6 +218,12 @@ class Workbench:
                     raise RuntimeError(f"the trusted {role} runner could not attach {slot.name}: {reply['error']}")
                 self._attached[role].add(slot.name)
         return runner
+
+    def write_chain(self, work: Path) -> None:
+        """The chain library in a runner's workdir, where a shape is chained (chain.py)."""
+        if self.chain_binary is not None and not (work / f"{CHAIN_LIB}.so").exists() and any(
+                b.chained for b in self._shapes.values()):
+            (work / f"{CHAIN_LIB}.so").write_bytes(self.chain_binary())
 
     def _stop(self, role: str) -> None:
         held = self._runners.pop(role, None)
@@ -299,6 +304,9 @@ class Workbench:
                                fusable_floor_ms=fusable_floor_ms)
                 self._grow_batch(bench, k)
                 bench.launch_bound = k == 1 and 0 < floor < fusable_floor_ms
+                if bench.launch_bound and self.chain_binary is not None:    # chain.py: many calls a window
+                    self._grow_batch(bench, CHAIN_CALLS)
+                    bench.launch_bound, bench.chained, k = False, True, CHAIN_CALLS
                 if self.measure_library:        # the first of two rounds, in the shape's batch
                     bench.library_ms = sizing_ms if k == 1 else self._library_ms(bench, k)
                 if k > 1:
@@ -348,12 +356,15 @@ class Workbench:
 
     def _twin_window(self, twin: RunnerProcess, bench: ShapeBench, timeout_s: float) -> CallTimes:
         slots = bench.candidate_slots[:max(1, bench.batch)]
-        inputs = [bench.inputs.next() for _ in slots]
-        reply, call, captured = timed_batch(twin, slots, "baseline", inputs, timeout_s, gate=self.gate)
+        inputs = [bench.inputs.next() for _ in slots[:1 if bench.chained else None]]
+        reply, call, captured = timed_batch(twin, slots, "baseline", inputs, timeout_s, gate=self.gate,
+                                            chained=bench.chained)
         if call is None or captured is None:
             raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
         mapped_files(twin.pid)          # as the candidate's memory map is read after each call
         xp = self.memory.xp
+        if bench.chained:
+            inputs = chained_inputs(self.task, inputs[0], captured, xp)
         for values, taken in zip(inputs, captured):
             mismatch = check_call(self.task, taken, values, reference(self.task, values, bench.shape, xp),
                                   bench.shape, xp)
@@ -361,22 +372,14 @@ class Workbench:
                 raise RuntimeError(f"the naive seed is wrong on {bench.shape.label}: {mismatch.describe()}")
         return call
 
-    def spin_window(self, runner: RunnerProcess, bench: ShapeBench, claim_ms: float, timeout_s: float) -> CallTimes:
-        """The spin twin's window paired with a candidate's (spin_twin.py), spinning ``claim_ms``."""
-        slots = bench.candidate_slots[:max(1, bench.batch)]
-        reply, call, _ = timed_batch(runner, slots, SPIN_LIB, [bench.inputs.next() for _ in slots], timeout_s,
-                                     gate=self.gate, spin_ns=round(max(0.0, claim_ms) * 1e6))
-        if call is None:
-            raise RuntimeError(f"the spin twin failed on {bench.shape.label}: {call_error(reply)}")
-        return call
-
     def baseline_window(self, runner: RunnerProcess, bench: ShapeBench, timeout_s: float,
                         calls: int = 0) -> CallTimes:
         """One timed window of the trusted baseline on the shape's batch of buffer sets (attached
         to ``runner``; ``calls``: the first so many, else the whole batch), each with fresh inputs."""
         slots = bench.baseline_slots[:calls or max(1, bench.batch)]
-        reply, call, _ = timed_batch(runner, slots, "baseline", [bench.inputs.next() for _ in slots], timeout_s,
-                                     gate=self.gate)
+        chained = bench.chained and len(slots) > 1
+        reply, call, _ = timed_batch(runner, slots, "baseline", [bench.inputs.next() for _ in slots[:1 if chained else None]],
+                                     timeout_s, gate=self.gate, chained=chained)
         if call is None:
             raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
         return call

@@ -37,8 +37,8 @@ from .inputs import NP_DTYPES
 from .memory import TrustedMemory, make_memory
 from .profile import FUSABLE_FLOOR_MS
 from .roofline import speed_of_light_ms
+from .chain import CHAIN_LIB, chain_source
 from .session import Session
-from .spin_twin import spin_source
 from .stages import Stages, Verdict
 
 log = logging.getLogger(__name__)
@@ -46,8 +46,8 @@ log = logging.getLogger(__name__)
 LIVE_LOG_WAIT_S = 0.02      # for the output of a runner killed after its last reply
 #: ``EvalConfig.fresh_pool_retime`` from the environment (the GPU suites take no run config)
 FRESH_POOL_ENV = "EVO_FSR_FRESH_POOL_RETIME"
-#: ``EvalConfig.paired_twin`` from the environment
-PAIRED_TWIN_ENV = "EVO_FSR_PAIRED_TWIN"
+#: ``EvalConfig.chain_windows`` off from the environment (``0``: the probes' comparisons)
+CHAIN_WINDOWS_ENV = "EVO_FSR_CHAIN_WINDOWS"
 
 
 @dataclass(frozen=True)
@@ -85,9 +85,9 @@ class EvalConfig:
                                               # fresh pool, judge both rounds against it (profile.time_shape;
                                               # also EVO_FSR_FRESH_POOL_RETIME=1). Off: on an H200 the one
                                               # honest charge it met stayed (SECURITY.md)
-    paired_twin: bool = False                 # launch-bound shapes: each timed window paired with the spin
-                                              # twin's, spinning its claim (spin_twin.py; also
-                                              # EVO_FSR_PAIRED_TWIN=1). Off until run on a GPU
+    chain_windows: bool = True                # launch-bound shapes: chain.CHAIN_CALLS calls a window, each
+                                              # one's inputs drawn from the outputs of the one before
+                                              # (chain.py; EVO_FSR_CHAIN_WINDOWS=0: one call a window)
 
 
 def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult,
@@ -107,7 +107,7 @@ class Evaluator:
         self.bench_shapes = self.config.shapes or self.task.benchmark(self.config.benchmark)
         self._gpu: GpuInfo | None = None
         self._baseline: nvcc.CompileResult | None = None
-        self._spin: nvcc.CompileResult | None = None
+        self._chain: nvcc.CompileResult | None = None
         self._bench: Workbench | None = None
         self._memory: TrustedMemory | None = None
         self.extra_files: tuple[Path, ...] = ()
@@ -128,7 +128,8 @@ class Evaluator:
     def _job(self, lib: str) -> str:
         args = [{"name": a.name, "role": a.role, "dtype": a.dtype, "np_dtype": NP_DTYPES.get(a.dtype, "")}
                 for a in self.task.args]
-        return json.dumps({"args": args, "libs": {lib: f"{lib}.so"}, "device": 0, "runtime": self.config.device})
+        return json.dumps({"args": args, "libs": {lib: f"{lib}.so", CHAIN_LIB: f"{CHAIN_LIB}.so"}, "device": 0,
+                           "runtime": self.config.device})
 
     @property
     def bench(self) -> Workbench:
@@ -137,7 +138,7 @@ class Evaluator:
             self._bench = Workbench(self.task, memory, self._job, self.extra_files, lambda: self.baseline.binary,
                                     self.config.clean_refresh, self.config.library, self.baseline_policy,
                                     gpu_shared=self.config.gpu_shared or gpu_idle.shared_from_env(),
-                                    spin_binary=lambda: self.spin.binary)
+                                    chain_binary=(lambda: self.chain.binary) if self.chain_windows else None)
         return self._bench
 
     @property
@@ -163,18 +164,18 @@ class Evaluator:
                                    allow_vendor_libraries=self.config.allow_vendor_libraries)
 
     @property
-    def paired_twin(self) -> bool:
-        return self.config.paired_twin or os.environ.get(PAIRED_TWIN_ENV, "") == "1"
+    def chain_windows(self) -> bool:
+        return self.config.chain_windows and os.environ.get(CHAIN_WINDOWS_ENV, "") != "0"
 
     @property
-    def spin(self) -> nvcc.CompileResult:
-        """The spin twin's library (spin_twin.py), compiled once, on first use."""
-        if self._spin is None:
-            result = self.compile(spin_source(self.task, fake=self.config.device == "fake"))
+    def chain(self) -> nvcc.CompileResult:
+        """The chain library (chain.py), compiled once, on first use."""
+        if self._chain is None:
+            result = self.compile(chain_source(self.task, fake=self.config.device == "fake"))
             if not result.ok:
-                raise RuntimeError(f"task {self.task.name}: the spin twin does not compile:\n{result.log}")
-            self._spin = result
-        return self._spin
+                raise RuntimeError(f"the chain library does not compile:\n{result.log}")
+            self._chain = result
+        return self._chain
 
     @property
     def baseline(self) -> nvcc.CompileResult:
@@ -228,6 +229,7 @@ class Evaluator:
         try:
             with stages.stage("prepare"):
                 (work / "candidate.so").write_bytes(compiled.binary)
+                bench.write_chain(work)
                 self.runners.keep_ahead(1)      # if none was started after the previous timing
 
             def respawn() -> RunnerProcess:
@@ -235,11 +237,12 @@ class Evaluator:
                 fresh_work, fresh = self.runners.take()
                 respawned.append((fresh_work, fresh))
                 (fresh_work / "candidate.so").write_bytes(compiled.binary)
+                bench.write_chain(fresh_work)
                 return fresh
 
             fresh_pool = self.config.fresh_pool_retime or os.environ.get(FRESH_POOL_ENV, "") == "1"
             session = Session(bench, self.config, gpu, runner, self.bench_shapes, stages, quiet=self._quiet,
-                              respawn=respawn if fresh_pool else None, paired=self.paired_twin)
+                              respawn=respawn if fresh_pool else None)
             verdict = session.run()
             for phase, ms in runner.startup_ms.items():     # this runner's own start-up (mostly ahead)
                 stages.seconds[f"runner_start_{phase}"] = ms / 1e3

@@ -92,6 +92,13 @@ class Slot:
         if wait:
             self.memory.synchronize()
 
+    def poison(self) -> None:
+        """Every buffer poisoned, inputs too (queued): a chained call's, whose inputs the runner
+        draws (chain.py)."""
+        for block in self.blocks.values():
+            if block.nbytes:
+                self.memory.fill(block, POISON_BYTE)
+
     def capture(self) -> dict[str, Any]:
         """Private copies of the outputs, and the read-only inputs as they are now (``after:``)."""
         taken = {**self.take_outputs(), **self.take_inputs()}

@@ -75,9 +75,6 @@ class CallTimes:
     # read (the runner's host_ms is inside it); the rest is the copy of the outputs
     prep_ms: float = 0.0
     send_ms: float = 0.0
-    # the spin twin's window taken right after this one, its kernel spinning this window's claim
-    # (``event_ms``; spin_twin.py); 0: not paired
-    paired_window_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -117,33 +114,12 @@ SLACK_STANDARD_ERRORS = 1.0
 CREDIT_TERMS = ("events", "device-wide", "window", "window-strict", "window-ratio", "single-call")
 
 
-def paired_estimate(calls: Sequence[CallTimes]) -> tuple[float, float] | None:
-    """Where every window has its spin twin's (``CallTimes.paired_window_ms``, spin_twin.py): the
-    median of ``claim + window - paired window`` (the real time of a window's calls, whatever the
-    overhead and its drift: the pair shares both, and a claim cut below the real time shortens the
-    paired window with it) and one standard error of that median (``SLACK_STANDARD_ERRORS`` of
-    1.2533 x IQR / 1.349 / sqrt(n)).  None where any window is unpaired."""
-    if not calls or any(c.paired_window_ms <= 0.0 for c in calls):
-        return None
-    estimates = [c.event_ms + c.window_ms - c.paired_window_ms for c in calls]
-    quartiles = statistics.quantiles(estimates, n=4) if len(estimates) >= 2 else [estimates[0]] * 3
-    spread = max(0.0, quartiles[2] - quartiles[0]) / 1.349
-    return statistics.median(estimates), SLACK_STANDARD_ERRORS * 1.2533 * spread / math.sqrt(len(estimates))
-
-
 def credit_terms(calls: Sequence[CallTimes], calibration: Calibration, strict: bool = False) -> dict[str, float]:
-    """The three terms of ``credited_ms`` by name (``CREDIT_TERMS``).  The window's term is the
-    paired estimate where the windows have spin twins (``paired_estimate``), else the window less
-    the calibration's overhead."""
-    paired = paired_estimate(calls)
-    if paired is not None:
-        bound, slack = paired
-    else:
-        bound = statistics.median(c.window_ms for c in calls) - calibration.overhead_ms
-        slack = calibration.slack_ms(len(calls))
+    """The three terms of ``credited_ms`` by name (``CREDIT_TERMS``)."""
+    bound = statistics.median(c.window_ms for c in calls) - calibration.overhead_ms
     return {"events": statistics.median(c.event_ms for c in calls),
             "device-wide": statistics.median(c.event_all_ms for c in calls) - calibration.gap_ms,
-            "window-strict" if strict else "window": bound if strict else bound - slack}
+            "window-strict" if strict else "window": bound if strict else bound - calibration.slack_ms(len(calls))}
 
 
 def credited_ms(calls: Sequence[CallTimes], calibration: Calibration, strict: bool = False) -> float:
@@ -351,8 +327,7 @@ def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequen
     is the lower of its interleaved credit and its median with no candidate process alive
     (``baseline_clean_ms``, per call): a candidate that slows the GPU while the baseline runs
     gains nothing.  ``strict``: the candidate's claims were set aside (``credited_ms``), and it is
-    credited at least ``window_ratio_floor_ms`` (unless its windows are paired with the spin
-    twin's, whose estimate rests on no overhead estimate); a batched shape, at least ``single_floor_ms``
+    credited at least ``window_ratio_floor_ms``; a batched shape, at least ``single_floor_ms``
     (``single_call_floor_ms``).  ``credited_by`` names the term that set the credit
     (``CREDIT_TERMS``): an honest kernel's is "events"; any other says a bound took over."""
     k = candidate[0].calls
@@ -361,7 +336,7 @@ def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequen
     terms = {name: ms / k for name, ms in credit_terms(candidate, calibration, strict).items()}
     base_interleaved = credited_ms(baseline, calibration) / k
     base = min(base_interleaved, baseline_clean_ms) if baseline_clean_ms > 0 else base_interleaved
-    if strict and paired_estimate(candidate) is None:   # paired windows need no guard on the overhead
+    if strict:
         terms["window-ratio"] = window_ratio_floor_ms(candidate, baseline, base)
     terms["single-call"] = single_floor_ms
     cand = max(terms.values())

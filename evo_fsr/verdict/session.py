@@ -46,11 +46,10 @@ log = logging.getLogger(__name__)
 class Session(TimingStage):
     def __init__(self, bench: Workbench, config: Any, gpu: GpuInfo, runner: RunnerProcess,
                  shapes: tuple[Shape, ...], stages: Stages, quiet: Callable[[], None] = lambda: None,
-                 respawn: Callable[[], RunnerProcess] | None = None, paired: bool = False) -> None:
+                 respawn: Callable[[], RunnerProcess] | None = None) -> None:
         self.bench, self.cfg, self.gpu, self.runner, self.shapes = bench, config, gpu, runner, shapes
         self.quiet = quiet
         self.respawn = respawn          # a fresh runner of the candidate's library (None: no fresh pool)
-        self.paired = paired            # launch-bound shapes: each window paired with the spin twin's
         self.task = bench.task
         self.stages = stages
         self.deadline = time.monotonic() + config.candidate_budget_s
@@ -151,11 +150,11 @@ class Session(TimingStage):
         return times, captured[0]
 
     def _timed(self, slots: list[Any], inputs: list[dict[str, Any]], command_s: float,
-               flush: bool = True) -> tuple[Any, list[dict[str, Any]]]:
+               flush: bool = True, chained: bool = False) -> tuple[Any, list[dict[str, Any]]]:
         timeout = self._timeout(command_s)
         try:
             reply, times, captured = timed_batch(self.runner, slots, "candidate", inputs, timeout, flush=flush,
-                                                 gate=self.bench.gate)
+                                                 gate=self.bench.gate, chained=chained)
         except RunnerTimeout:
             if timeout < command_s:
                 raise Stop(Verdict(Status.TIMEOUT, f"timeout: wall-clock budget of {self.cfg.candidate_budget_s:g} "

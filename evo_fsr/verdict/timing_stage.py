@@ -7,7 +7,6 @@ judged against the calibration pool the trusted twin took before any candidate c
 from __future__ import annotations
 
 import shutil
-from dataclasses import replace
 from typing import Any
 
 from ..runner.harness import RunnerProcess
@@ -16,6 +15,7 @@ from ..types import ShapeTiming, Status, geometric_mean
 from . import profile
 from .gpu_idle import GpuBusy, shared_gpu
 from .inputs import reference
+from .chain import chained_inputs
 from .roofline import speed_of_light_ms
 from .stages import Stop, Verdict
 from .validate import check_call
@@ -62,7 +62,7 @@ class TimingStage:
             floor = speed_of_light_ms(self.task.flops_of(shape), self.task.bytes_of(shape), self.gpu,
                                               self.task.precision)
             single = 0.0
-            if k > 1:
+            if k > 1 and not sb.chained:       # a chained window's calls cannot fuse (chain.py)
                 credit = profile.summarise(shape.label, timed.candidate, timed.baseline, timed.calibration,
                                            sb.clean_ms, floor, strict=timed.strict).median_ms
                 single, retimed = profile.single_floor_retimed(
@@ -87,26 +87,11 @@ class TimingStage:
         """Up to ``windows`` checked candidate windows, at least ``least`` and then until the time
         budget is spent at their median (windows.enough_windows), with one trusted baseline window
         interleaved every ``baseline_every`` (before or after, alternately; the calibration's twin
-        is timed in the same pattern, bench.calibration_round).  On a launch-bound shape with
-        ``paired`` on (``EvalConfig.paired_twin``), each candidate window is followed by the spin
-        twin's, spinning that window's claim (spin_twin.py), whose window it carries
-        (``CallTimes.paired_window_ms``) for ``profile.paired_estimate``."""
+        is timed in the same pattern, bench.calibration_round)."""
         cfg = self.cfg
-        spin = self.bench.attach_spin(*slots) if self.paired and sb.launch_bound else None
-
-        def window() -> profile.CallTimes:
-            times = self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s)
-            if spin is None:
-                return times
-            # a claim longer than its own window is no honest runner's (nor a reason to spin for
-            # as long as a forger pleases)
-            claim_ms = min(times.event_ms, times.window_ms)
-            twin = self.bench.spin_window(spin, sb, claim_ms, self._timeout(cfg.benchmark_timeout_s))
-            return replace(times, paired_window_ms=twin.window_ms)
-
         with self.stages.stage("timing"):
             cand_calls, base_calls = interleaved_windows(
-                window,
+                lambda: self._checked_window(sb, slots, shape, xp, cfg.benchmark_timeout_s),
                 lambda: self.bench.baseline_window(baseline, sb, cfg.benchmark_timeout_s), windows, cfg.baseline_every,
                 enough_windows(least, cfg.time_budget_s, cfg.baseline_every))
         self.stages.count("timed_calls", len(cand_calls) * len(slots))
@@ -163,9 +148,13 @@ class TimingStage:
 
     def _checked_window(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, command_s: float,
                         first_call: bool = False) -> profile.CallTimes:
-        """One timed window of ``len(slots)`` calls, each with fresh inputs, each checked."""
-        inputs = [sb.inputs.next() for _ in slots]
-        times, captured = self._timed(slots, inputs, command_s)
+        """One timed window of ``len(slots)`` calls, each with fresh inputs, each checked (a
+        chained window's: each call's inputs as the chain must have drawn them, chain.py)."""
+        chained = sb.chained and len(slots) > 1
+        inputs = [sb.inputs.next() for _ in slots[:1 if chained else None]]
+        times, captured = self._timed(slots, inputs, command_s, chained=chained)
+        if chained:
+            inputs = chained_inputs(self.task, inputs[0], captured, xp)
         with self.stages.stage("timed_check"):
             for values, taken in zip(inputs, captured):
                 mismatch = check_call(self.task, taken, values, reference(self.task, values, shape, xp), shape, xp)

@@ -72,8 +72,9 @@ HOLE_SLACK_UNBATCHED = (
     "(launch-bound: profile.batch_size) that overhead sat 2-160 us above the candidate's own windows' "
     "on an H200 (thirty-first session: longer calls, the one-in-three place and drift all raise it), "
     "over the ~18 us topk call: the window bound fell below zero and claims of 75/50/20/2 % read "
-    "x1.33/x2.0/x5.0/x50.8 their honest twin.  EvalConfig.paired_twin (spin_twin.py) is built to "
-    "close it and is off until it has run on a GPU")
+    "x1.33/x2.0/x5.0/x50.8 their honest twin.  Chained windows (verdict/chain.py, EvalConfig.chain_windows) "
+    "close it where they apply (H200, thirty-second session: all four forgers x0.20 their honest twin); "
+    "it stays open with them off and on a task chain.eligible refuses (non-float inputs)")
 HOLE_FAST_MATH = (
     "monte_carlo/task.yaml requires 'the accurate math functions (expf, cosf ...)'; its forbidden_ptx "
     "rule refuses cos.approx and sin.approx (__cosf, __sinf), but the accurate expf also ends in "
@@ -334,12 +335,16 @@ def interference_cases() -> list[CaseV3]:
         CaseV3("gpu_work_outlives_the_reply", "relu", "interference", wrap("relu", '''
     int rc = HONEST;
     if (n >= (1 << 22) && !adv_once) { adv_once = 1; adv_after(stream, 20000000000ull); }   // 20 s
-    return rc;''', AFTER_REPLY + "static int adv_once = 0;\n"), REJECTED,
+    return rc;''', AFTER_REPLY + "static int adv_once = 0;\n"), NO_SPEEDUP,
                "the naive seed, and after its first benchmark call a 20 s GPU-filling spin queued once the "
                "runner's synchronize has returned: every window after it, the baseline's too, would share the "
                "GPU with it; the gate's wait runs out, the candidate's process is killed, the GPU goes idle, "
-               "so the work was the candidate's",
-               codes=("flagged:work-after-reply",), evidence=("adv-after-reply:",), unsound=BROKEN),
+               "so the work was the candidate's (flagged:work-after-reply).  Or, where the runner is stopped "
+               "before its helper thread launches the spin (3 of 6 H200 runs, thirty-first and thirty-second "
+               "sessions), the spin starts when the runner is continued for its next window, and that "
+               "window's own device-wide synchronize waits it out before its events: one 20 s candidate "
+               "window among many, the median unmoved, x1.00 - no gain, which is what must hold",
+               honest="seed:naive", evidence=("adv-after-reply:",), unsound=BROKEN),
     ]
 
 
@@ -419,7 +424,7 @@ def forgery_cases() -> list[CaseV3]:
         """The radix-select forger claiming ``fraction`` (a C float literal) of its time."""
         source = FORGE.replace("#define ADV_FRACTION 0.75f", f"#define ADV_FRACTION {fraction}")
         return CaseV3(name, "topk", "forgery", wrap("topk", body, POSIX + source, seed="radix_select"), NO_SPEEDUP,
-                      why, honest="seed:radix_select", hole=HOLE_SLACK_UNBATCHED, evidence=("adv-forge:",),
+                      why, honest="seed:radix_select", evidence=("adv-forge:",),
                       unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
                       x86_only=True)
 

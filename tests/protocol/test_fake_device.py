@@ -4,7 +4,6 @@ here fails when the defence that produces it is removed (see each test's docstri
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import os
 
 import pytest
@@ -45,10 +44,19 @@ def batched(evaluator):
 
 @pytest.fixture(scope="module")
 def launch_bound(evaluator):
-    """Every shape launch-bound (a fusable floor above any speed-of-light time): one call a
-    window, and the time budget wide enough for every call the factor allows."""
+    """Every shape launch-bound (a fusable floor above any speed-of-light time), chained windows
+    off: one call a window, and the time budget wide enough for every call the factor allows."""
     ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, fusable_floor_ms=1e9, batch_max=4,
-                                                       time_budget_s=30.0))
+                                                       time_budget_s=30.0, chain_windows=False))
+    yield ev
+    ev.close()
+
+
+@pytest.fixture(scope="module")
+def chained(evaluator):
+    """Every shape launch-bound, timed in chained windows (verdict/chain.py)."""
+    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, fusable_floor_ms=1e9, batch_max=4,
+                                                       min_windows=3, min_trials=6, max_trials=6))
     yield ev
     ev.close()
 
@@ -83,30 +91,33 @@ def _shape_calls(monkeypatch) -> list:
     return seen
 
 
-def test_paired_windows_spin_each_windows_claim(launch_bound, monkeypatch):
-    """With ``EvalConfig.paired_twin``, each timed window of a launch-bound shape is followed by
-    the spin twin's (verdict/spin_twin.py), spinning that window's claim.  A kernel that takes
-    2 ms a call (SLOW_BASELINE) must have paired windows of over 2 ms and not far over its own.
-    Fails if a window goes unpaired, or the twin spins anything but the claim (no spin or a unit
-    slip: its windows would be the bare overhead, or seconds long)."""
+def test_chained_windows_time_many_calls_a_window(chained, monkeypatch):
+    """A launch-bound shape is timed CHAIN_CALLS calls to a window, every window of it (the
+    twin's pool and the baseline's too), each call's inputs drawn by the runner from the previous
+    call's outputs and checked against the draw.  Fails if the shape falls back to one call a
+    window, or a chained call's inputs are not the draw (the honest kernel would be WRONG)."""
+    from evo_fsr.verdict.chain import CHAIN_CALLS
+
     seen = _shape_calls(monkeypatch)
-    result = judge_with(launch_bound, kernels.SLOW_BASELINE, paired_twin=True, time_budget_s=2.0)
+    result = judge(chained, kernels.HONEST)
     assert result.status is Status.OK, result.summary
-    windows = seen[0].candidate
-    assert windows and all(c.paired_window_ms > 0 for c in windows)
-    assert min(c.paired_window_ms for c in windows) > 2.0
-    # not a thousand times the claim either (the fake twin sleeps, and overshoots by a wake-up,
-    # a millisecond or more on a loaded CI machine)
-    assert statistics.median(c.paired_window_ms for c in windows) < statistics.median(c.window_ms for c in windows) + 5.0
+    bench = chained.bench.shape_bench(chained.bench_shapes[0])
+    assert bench.chained and not bench.launch_bound and bench.batch == CHAIN_CALLS
+    calls = [*seen[0].candidate, *seen[0].baseline, *bench.calibration]
+    assert calls and all(c.calls == CHAIN_CALLS for c in calls)
+    # (no test of the credit here: the fake's host-C chain takes ten times its ~20 us relu call,
+    # so its windows are mostly the chain's, whose noise on a loaded CPU charges a call now and then)
 
 
-def test_a_batched_shape_is_not_paired(evaluator, monkeypatch):
-    """Pairs are for launch-bound shapes, timed one call to a window: a batched shape's windows
-    hold k calls, and its slack is shared by them."""
-    seen = _shape_calls(monkeypatch)
-    result = judge_with(evaluator, kernels.HONEST, paired_twin=True)
-    assert result.status is Status.OK, result.summary
-    assert seen and all(c.paired_window_ms == 0 for c in seen[0].candidate)
+def test_calls_computed_ahead_fail_a_chained_window(chained, batched):
+    """FUSE_AHEAD computes every buffer set's outputs in a window's first call and returns at once
+    from the others, as a kernel fusing a batch does.  In a plain batch it is right (OK: the
+    inputs are all there before the first launch); in a chained window the later calls' inputs do
+    not exist yet, and its outputs are wrong.  Fails if the chain's inputs are written before the
+    window (by the trusted side, or by the runner ahead of the calls)."""
+    assert judge(batched, kernels.FUSE_AHEAD).status is Status.OK
+    result = judge(chained, kernels.FUSE_AHEAD)
+    assert result.status is Status.WRONG and result.reason == "wrong:timed-calls", result.summary
 
 
 def test_a_slow_warm_up_does_not_cut_the_timed_windows(launch_bound):
