@@ -67,6 +67,11 @@ class ShapeBench:
     chained: bool = False           # a launch-bound shape timed in chained windows instead (chain.py)
     sweep: dict[str, dict[str, Any]] = field(default_factory=dict)   # distribution -> inputs (device)
 
+    def window_inputs(self, slots: list[Slot]) -> tuple[list[dict[str, Any]], bool]:
+        """Fresh inputs for a window on ``slots``, and whether it is chained (the first call's only)."""
+        chained = self.chained and len(slots) > 1
+        return [self.inputs.next() for _ in slots[:1 if chained else None]], chained
+
     @property
     def candidate_slot(self) -> Slot:
         return self.candidate_slots[0]
@@ -356,14 +361,14 @@ class Workbench:
 
     def _twin_window(self, twin: RunnerProcess, bench: ShapeBench, timeout_s: float) -> CallTimes:
         slots = bench.candidate_slots[:max(1, bench.batch)]
-        inputs = [bench.inputs.next() for _ in slots[:1 if bench.chained else None]]
+        inputs, chained = bench.window_inputs(slots)
         reply, call, captured = timed_batch(twin, slots, "baseline", inputs, timeout_s, gate=self.gate,
-                                            chained=bench.chained)
+                                            chained=chained)
         if call is None or captured is None:
             raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
         mapped_files(twin.pid)          # as the candidate's memory map is read after each call
         xp = self.memory.xp
-        if bench.chained:
+        if chained:
             inputs = chained_inputs(self.task, inputs[0], captured, xp)
         for values, taken in zip(inputs, captured):
             mismatch = check_call(self.task, taken, values, reference(self.task, values, bench.shape, xp),
@@ -377,9 +382,8 @@ class Workbench:
         """One timed window of the trusted baseline on the shape's batch of buffer sets (attached
         to ``runner``; ``calls``: the first so many, else the whole batch), each with fresh inputs."""
         slots = bench.baseline_slots[:calls or max(1, bench.batch)]
-        chained = bench.chained and len(slots) > 1
-        reply, call, _ = timed_batch(runner, slots, "baseline", [bench.inputs.next() for _ in slots[:1 if chained else None]],
-                                     timeout_s, gate=self.gate, chained=chained)
+        inputs, chained = bench.window_inputs(slots)
+        reply, call, _ = timed_batch(runner, slots, "baseline", inputs, timeout_s, gate=self.gate, chained=chained)
         if call is None:
             raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
         return call

@@ -150,8 +150,7 @@ class TimingStage:
                         first_call: bool = False) -> profile.CallTimes:
         """One timed window of ``len(slots)`` calls, each with fresh inputs, each checked (a
         chained window's: each call's inputs as the chain must have drawn them, chain.py)."""
-        chained = sb.chained and len(slots) > 1
-        inputs = [sb.inputs.next() for _ in slots[:1 if chained else None]]
+        inputs, chained = sb.window_inputs(slots)
         times, captured = self._timed(slots, inputs, command_s, chained=chained)
         if chained:
             inputs = chained_inputs(self.task, inputs[0], captured, xp)
