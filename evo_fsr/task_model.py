@@ -116,6 +116,9 @@ class Task:
     # for the accurate cosf (verdict/task_rules.py)
     forbidden_ptx: tuple[tuple[str, str], ...] = ()
     validation_cases: tuple[str | None, ...] = ()  # the case each validation shape declares
+    # the seed whose runner takes the calibration windows of a chained shape (verdict/chain.py):
+    # a fast one, whose calls are as long as a good candidate's ("": the naive seed)
+    chain_twin: str = ""
     _module: list[ModuleType] = field(default_factory=list, compare=False, repr=False)
 
     # -- contract -----------------------------------------------------------------------
@@ -198,6 +201,11 @@ class Task:
     @property
     def baseline_source(self) -> str:
         return (self.root / "seeds" / "naive.cu").read_text()
+
+    @property
+    def chain_twin_source(self) -> str | None:
+        """The ``chain_twin`` seed's source (None: none declared)."""
+        return (self.root / "seeds" / f"{self.chain_twin}.cu").read_text() if self.chain_twin else None
 
     @property
     def reference_module(self) -> ModuleType:

@@ -20,6 +20,9 @@
 #   EVO_FSR_CHAIN_WINDOWS=0 scripts/gpu_checks.sh adversarial   # the suites with one call a launch-bound window
 #   [TASKS="topk sort" ROUNDS=1] scripts/gpu_checks.sh chain   # every seed of the launch-bound tasks judged
 #                                      # one call a window and chained (verdict/chain.py; probe_chain.py)
+#   [REPS=3] scripts/gpu_checks.sh chain_first  # topk's 75 % forger judged first by fresh chained
+#                                      # evaluators, the pool taken by the chain twin and by the naive
+#                                      # seed's (probe_chain_first.py), then suite v3 (~5 min)
 #   scripts/gpu_checks.sh flush        # what each L2 flush leaves behind (probe_flush.py), and a
 #                                      # 1 us forger against its honest twin per flush (probe_forger.py)
 #   [TASKS="a b" TRIALS=30 LIMIT_S=500] scripts/gpu_checks.sh library   # families against the library,
@@ -127,6 +130,15 @@ launch_bound)
 round_trip)
     step "the round trip of a launch-bound window, part by part, per wake-up variant"
     timeout 400 python3 scripts/probe_round_trip.py "${ROUNDS:-2}" 2>&1 | grep -v Warning | tee "$out/probe_round_trip.log" | tail -n 80
+    ;;
+chain_first)
+    step "the 75 % forger judged first: pool of the chain twin"
+    timeout 170 python3 scripts/probe_chain_first.py "${REPS:-3}" 2>&1 | grep -v Warning | tee "$out/chain_first_fast.log" | grep "^rep\|pool n="
+    step "the same, pool of the naive seed's twin"
+    EVO_FSR_CHAIN_TWIN=naive timeout 170 python3 scripts/probe_chain_first.py "${REPS:-3}" 2>&1 | grep -v Warning \
+        | tee "$out/chain_first_naive.log" | grep "^rep\|pool n="
+    step "suite v3"; timeout 170 $P -s -rxX tests/adversarial/test_adversarial_v3_gpu.py > "$out/adv3.log" 2>&1
+    grep -A14 "v3 verdicts:" "$out/adv3.log" | cut -c1-130; tail -n 1 "$out/adv3.log"
     ;;
 twin_length)
     step "one call a window against chained windows: overheads, forgers"

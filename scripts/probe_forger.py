@@ -46,8 +46,8 @@ seen: list[tuple[profile.ShapeCalls, list[profile.CallTimes]]] = []
 _time_shape = profile.time_shape
 
 
-def recording_time_shape(timing_round, pool):  # type: ignore[no-untyped-def]
-    calls = _time_shape(timing_round, pool)
+def recording_time_shape(timing_round, pool, *args, **kwargs):  # type: ignore[no-untyped-def]
+    calls = _time_shape(timing_round, pool, *args, **kwargs)
     seen.append((calls, list(pool)))
     return calls
 

@@ -41,8 +41,8 @@ def overhead_us(calls) -> float:
     return statistics.median(c.window_ms - c.event_ms for c in calls) * 1e3 if calls else float("nan")
 
 
-def time_shape(timing_round, pool, fresh_pool=None):
-    shape = _time_shape(timing_round, pool, fresh_pool)
+def time_shape(timing_round, pool, fresh_pool=None, **kwargs):
+    shape = _time_shape(timing_round, pool, fresh_pool, **kwargs)
     cal = shape.calibration
     seen.append(f"cand {overhead_us(shape.candidate):6.1f} pool {overhead_us(pool):6.1f} "
                 f"base {overhead_us(shape.baseline):6.1f} | cal {cal.overhead_ms * 1e3:6.1f} "

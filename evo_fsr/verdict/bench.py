@@ -8,7 +8,8 @@ is measured while no candidate code is loaded anywhere (before a candidate's fir
 time interleaved with the candidate (profile.summarise).  At the same moments the shape's
 calibration windows (what a window costs beyond its launches, profile.py) are taken the way a
 candidate is timed, with a second trusted runner of the naive seed, the twin, in the candidate's
-place (``Workbench.calibration_round``).
+place (``Workbench.calibration_round``); for a chained shape (chain.py), a runner of the task's
+``chain_twin`` seed instead (``ShapeBench.fast_twin``).
 """
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ import secrets
 import shutil
 import statistics
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -33,6 +33,7 @@ from .gpu_idle import IdleGate
 from .inputs import Slot, TimedInputs, make_case, reference, timed_case
 from .memory import TrustedMemory
 from .profile import FUSABLE_FLOOR_MS, CallTimes, batch_size
+from .timed_window import call_error, timed_batch
 from .chain import CHAIN_CALLS, CHAIN_LIB, chained_inputs, eligible
 from .validate import check_call
 from .windows import interleaved_windows
@@ -65,6 +66,11 @@ class ShapeBench:
     batch: int = 0                  # launches per timed window; 0 until the first clean measurement
     launch_bound: bool = False      # speed-of-light time under the fusable floor: one call a window, more windows
     chained: bool = False           # a launch-bound shape timed in chained windows instead (chain.py)
+    #: the calibration pool is the chain twin's (a fast seed's), not the naive seed's: on topk's
+    #: chained quick shape (H200, thirty-third session) the naive twin's ~1.4 ms calls put the
+    #: pool's window less events 100-300 us (of ~5.4 ms) above an honest ~20 us kernel's own, and
+    #: a forger claiming 75 % of its time (344 us a window) escaped the bound in 2 of 9 judgements
+    fast_twin: bool = False
     sweep: dict[str, dict[str, Any]] = field(default_factory=dict)   # distribution -> inputs (device)
 
     def window_inputs(self, slots: list[Slot]) -> tuple[list[dict[str, Any]], bool]:
@@ -81,86 +87,6 @@ class ShapeBench:
         return self.baseline_slots[0]
 
 
-def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list[dict[str, Any]],
-                timeout_s: float, flush: bool = True, gate: Callable[[], None] | None = None,
-                chained: bool = False) -> tuple[dict[str, Any], CallTimes | None, list[dict[str, Any]] | None]:
-    """Load each slot's inputs, flush the L2 (trusted side), have ``runner`` call ``lib`` on the
-    slots one after the other, copy every output out.  The trusted window runs from the moment
-    the first inputs start to become visible to the runner (work done by anything of the
-    candidate's from then on, a kernel left polling the inputs in another context included,
-    falls inside it) to the end of the last copy of the outputs.  ``inputs`` are private arrays
-    no runner can see, so their making (the fused mix, queued asynchronously) is finished before
-    the window opens.  Inside it, that compute-bound kernel and a byte-wise poisoning of the
-    outputs made the loading of one relu call of 16M elements take 0.83 ms (0.09 ms now, H100),
-    overhead whose clock-dependent part drifted between the clean calibration and the timing and
-    charged honest kernels up to 16 %.
-
-    The inputs are read back (``after:``, compared bitwise with the private copy) once the window
-    has closed: nothing a candidate does to them can earn time there, since the outputs are
-    already taken, the next call's inputs are written afresh, and an input found changed is a
-    rejection whenever it happens.  Inside the window those copies, and a synchronize per buffer
-    set, were 0.2 ms of a relu call's 0.3 ms of overhead on an H100 (16M elements, a 0.07 ms
-    kernel): the overhead's drift, which the window bound cannot tell from escaped work, scales
-    with it.
-
-    ``chained``: a chained window (chain.py): ``inputs`` holds the first call's only, the other
-    slots are poisoned before the window, inputs included, and the runner draws each call's inputs
-    from the one before; only the last call's outputs are copied inside the window.
-
-    ``gate`` (the workbench's ``gpu_idle.IdleGate``) runs before the window opens: it waits until
-    no other context has work on the GPU (a candidate's kernel queued after its runner's last
-    synchronize would otherwise run into this window), or raises ``gpu_idle.GpuBusy``."""
-    memory = slots[0].memory
-    linked = slots[1:] if chained else []
-    for slot in linked:             # a chained call's buffers: poisoned before the window opens
-        slot.poison()
-    memory.synchronize()
-    if gate is not None:
-        gate()
-    start = time.perf_counter()
-    for slot, values in zip(slots[:len(slots) - len(linked)], inputs, strict=True):
-        slot.load(values, wait=False)
-    if flush:
-        memory.flush_l2()           # after the loads on the same stream; it waits
-    else:
-        memory.synchronize()
-    message: dict[str, Any] = {"op": "call", "slot": slots[0].name, "lib": lib, "scalars": slots[0].scalars}
-    if len(slots) > 1:
-        message["more"] = [slot.name for slot in slots[1:]]
-    if chained:
-        message["chain"] = True
-    sent = time.perf_counter()
-    reply = runner.send(message, timeout_s)
-    replied = time.perf_counter()
-    if "error" in reply or reply["rc"] != 0 or reply["last_error"] != 0:
-        return reply, None, None
-    # a chained window's outputs but the last are copied after it: each was hashed into the next
-    # call's inputs, so one changed after the hand-over is caught (chain.py), and the window holds
-    # no trusted work that grows with its calls (whose noise would be a forger's room)
-    captured: list[dict[str, Any]] = [{} for _ in linked] + [slot.take_outputs() for slot in slots[len(linked):]]
-    memory.synchronize()
-    window_ms = (time.perf_counter() - start) * 1e3
-    runner.settle()                 # stopped since its reply (harness.py): nothing of it runs from here on
-    for taken, slot in zip(captured, slots):
-        if not taken:
-            taken.update(slot.take_outputs())
-        taken.update(slot.take_inputs())
-    memory.synchronize()
-    return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
-                            window_ms, calls=len(slots), prep_ms=(sent - start) * 1e3,
-                            send_ms=(replied - sent) * 1e3), captured
-
-
-def call_error(reply: dict[str, Any]) -> str | None:
-    """What went wrong in a call reply, or None."""
-    if "error" in reply:
-        return f"{reply.get('cuda_error') or 'error'}: {reply['error']}"
-    if reply["rc"] != 0 or reply["last_error"] != 0:
-        return (f"launch returned {reply['rc']}, last CUDA error {reply['last_error']} "
-                f"{reply.get('last_error_name', '')}").strip()
-    return None
-
-
 def lower_positive(a: float, b: float) -> float:
     """The lower of two times where 0 means unknown."""
     return min(a, b) if a > 0 and b > 0 else a or b
@@ -172,13 +98,16 @@ class Workbench:
     def __init__(self, task: Task, memory: TrustedMemory, job: Callable[[str], str], extra_files: tuple[Path, ...],
                  baseline_binary: Callable[[], bytes], clean_refresh: int, measure_library: bool,
                  policy: SandboxPolicy | None = None, gpu_shared: bool = False,
-                 chain_binary: Callable[[], bytes] | None = None) -> None:
+                 chain_binary: Callable[[], bytes] | None = None,
+                 chain_twin_binary: Callable[[], bytes] | None = None) -> None:
         self.task, self.memory, self.policy = task, memory, policy
         #: before every timed window, the candidate's included: no other context's work on the GPU
         self.gate = IdleGate(memory.probe_ms, shared=gpu_shared)
         self._job, self._extra_files, self._baseline_binary = job, extra_files, baseline_binary
         #: the chain library (chain.py; None: launch-bound shapes are timed one call a window)
         self.chain_binary = chain_binary if chain_binary is not None and eligible(task) else None
+        #: the fast seed whose runner (role ``chain_twin``) takes a chained shape's calibration
+        self.chain_twin_binary = chain_twin_binary if self.chain_binary is not None else None
         self.clean_refresh, self.measure_library = clean_refresh, measure_library
         self._validation: dict[str, Slot] = {}
         self._shapes: dict[str, ShapeBench] = {}
@@ -186,7 +115,7 @@ class Workbench:
         self._attached: dict[str, set[str]] = {}
         self.candidates = 0
 
-    # -- the trusted runners: the baseline, and its twin for the calibration -----------------
+    # -- the trusted runners: the baseline, and its twins for the calibration ----------------
     @property
     def baseline_runner(self) -> RunnerProcess:
         """The trusted baseline runner (started, or restarted if it died)."""
@@ -194,7 +123,9 @@ class Workbench:
 
     def _trusted(self, role: str) -> RunnerProcess:
         """A trusted runner: of the baseline's binary, ``baseline`` (timed beside candidates) or
-        ``twin`` (in the candidate's place during the calibration; idle otherwise)."""
+        ``twin`` (in the candidate's place during the calibration; idle otherwise); or of the chain
+        twin's, ``chain_twin`` (a chained shape's calibration).  Each loads its binary as the
+        library ``baseline``."""
         held = self._runners.get(role)
         if held is not None and held[1].proc.poll() is None:
             return held[1]
@@ -214,7 +145,9 @@ class Workbench:
         runner = self._trusted(role)
         work = self._runners[role][0]
         if not (work / "baseline.so").exists():
-            (work / "baseline.so").write_bytes(self._baseline_binary())
+            binary = self.chain_twin_binary if role == "chain_twin" else self._baseline_binary
+            assert binary is not None, "no chain twin: calibration_round takes the naive twin"
+            (work / "baseline.so").write_bytes(binary())
         self.write_chain(work)
         for slot in slots:
             if slot.name not in self._attached[role]:
@@ -312,6 +245,7 @@ class Workbench:
                 if bench.launch_bound and self.chain_binary is not None:    # chain.py: many calls a window
                     self._grow_batch(bench, CHAIN_CALLS)
                     bench.launch_bound, bench.chained, k = False, True, CHAIN_CALLS
+                    bench.fast_twin = self.chain_twin_binary is not None
                 if self.measure_library:        # the first of two rounds, in the shape's batch
                     bench.library_ms = sizing_ms if k == 1 else self._library_ms(bench, k)
                 if k > 1:
@@ -321,7 +255,8 @@ class Workbench:
             if self.measure_library:
                 bench.library_ms = lower_positive(bench.library_ms, self._library_ms(bench, max(1, bench.batch)))
             bench.calibration.extend(twin)
-            bench.clean_ms = statistics.median(t.event_ms for t in twin + base) / twin[0].calls
+            clean = base if bench.fast_twin else twin + base      # the baseline's seed's windows
+            bench.clean_ms = statistics.median(t.event_ms for t in clean) / twin[0].calls
             bench.clean_at_candidate = self.candidates
 
     def fresh_pool(self, bench: ShapeBench, calls: int, every: int, timeout_s: float) -> list[CallTimes]:
@@ -352,7 +287,7 @@ class Workbench:
         pool: the candidate's role) and the baseline's, ``calls`` twin windows after a warm-up
         window of each."""
         k = max(1, bench.batch)
-        twin = self._attach("twin", tuple(bench.candidate_slots[:k]))
+        twin = self._attach("chain_twin" if bench.fast_twin else "twin", tuple(bench.candidate_slots[:k]))
         base = self.attach_baseline(*bench.baseline_slots[:k])
         self._twin_window(twin, bench, timeout_s)
         self.baseline_window(base, bench, timeout_s)
@@ -364,8 +299,9 @@ class Workbench:
         inputs, chained = bench.window_inputs(slots)
         reply, call, captured = timed_batch(twin, slots, "baseline", inputs, timeout_s, gate=self.gate,
                                             chained=chained)
+        seed = f"chain twin ({self.task.chain_twin or 'configured'} seed)" if bench.fast_twin else "naive seed's twin"
         if call is None or captured is None:
-            raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
+            raise RuntimeError(f"the {seed} failed on {bench.shape.label}: {call_error(reply)}")
         mapped_files(twin.pid)          # as the candidate's memory map is read after each call
         xp = self.memory.xp
         if chained:
@@ -374,7 +310,7 @@ class Workbench:
             mismatch = check_call(self.task, taken, values, reference(self.task, values, bench.shape, xp),
                                   bench.shape, xp)
             if mismatch is not None:
-                raise RuntimeError(f"the naive seed is wrong on {bench.shape.label}: {mismatch.describe()}")
+                raise RuntimeError(f"the {seed} is wrong on {bench.shape.label}: {mismatch.describe()}")
         return call
 
     def baseline_window(self, runner: RunnerProcess, bench: ShapeBench, timeout_s: float,

@@ -1,6 +1,6 @@
 """Chained windows: a launch-bound shape's calls timed many to a window, each call's inputs made
 on the GPU from a hash of the previous call's outputs, so that no call can start before the one
-ahead of it is done (``bench.timed_batch``, ``runner.Runner.call``).
+ahead of it is done (``timed_window.timed_batch``, ``runner.Runner.call``).
 
 Why.  A launch-bound shape (speed-of-light time under ``profile.FUSABLE_FLOOR_MS``: topk's and
 sort 2^20) was timed one call to a window, since a batch's k buffer sets all hold their inputs

@@ -88,6 +88,8 @@ class EvalConfig:
     chain_windows: bool = True                # launch-bound shapes: chain.CHAIN_CALLS calls a window, each
                                               # one's inputs drawn from the outputs of the one before
                                               # (chain.py; EVO_FSR_CHAIN_WINDOWS=0: one call a window)
+    chain_twin_source: str | None = None      # the chained shapes' calibration twin (None: the task's
+                                              # chain_twin seed; "" or no seed declared: the baseline)
 
 
 def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult,
@@ -108,6 +110,7 @@ class Evaluator:
         self._gpu: GpuInfo | None = None
         self._baseline: nvcc.CompileResult | None = None
         self._chain: nvcc.CompileResult | None = None
+        self._chain_twin: nvcc.CompileResult | None = None
         self._bench: Workbench | None = None
         self._memory: TrustedMemory | None = None
         self.extra_files: tuple[Path, ...] = ()
@@ -138,7 +141,8 @@ class Evaluator:
             self._bench = Workbench(self.task, memory, self._job, self.extra_files, lambda: self.baseline.binary,
                                     self.config.clean_refresh, self.config.library, self.baseline_policy,
                                     gpu_shared=self.config.gpu_shared or gpu_idle.shared_from_env(),
-                                    chain_binary=(lambda: self.chain.binary) if self.chain_windows else None)
+                                    chain_binary=(lambda: self.chain.binary) if self.chain_windows else None,
+                                    chain_twin_binary=(lambda: self.chain_twin.binary) if self._chain_twin_source else None)
         return self._bench
 
     @property
@@ -176,6 +180,23 @@ class Evaluator:
                 raise RuntimeError(f"the chain library does not compile:\n{result.log}")
             self._chain = result
         return self._chain
+
+    @property
+    def _chain_twin_source(self) -> str:
+        """The chained shapes' calibration twin's source ("": the baseline's twin)."""
+        configured = self.config.chain_twin_source
+        return (self.task.chain_twin_source or "") if configured is None else configured
+
+    @property
+    def chain_twin(self) -> nvcc.CompileResult:
+        """The chain twin's binary (bench.py: ``ShapeBench.fast_twin``), compiled once, on first use."""
+        if self._chain_twin is None:
+            result = self.compile(self._chain_twin_source)
+            if not result.ok:
+                raise RuntimeError(f"task {self.task.name}: the chain twin ({self.task.chain_twin or 'configured'} "
+                                   f"seed) does not compile:\n{result.log}")
+            self._chain_twin = result
+        return self._chain_twin
 
     @property
     def baseline(self) -> nvcc.CompileResult:

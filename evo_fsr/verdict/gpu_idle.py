@@ -89,7 +89,7 @@ def wait_until_idle(probe_ms: Callable[[], float], wait_s: float, *, clock: Call
 
 
 class IdleGate:
-    """``gate()`` before a timed window opens (bench.timed_batch); counts the windows that had to
+    """``gate()`` before a timed window opens (timed_window.timed_batch); counts the windows that had to
     wait and the seconds they waited (the session reports both)."""
 
     def __init__(self, probe_ms: Callable[[], float], shared: bool = False, wait_s: float = IDLE_WAIT_S) -> None:

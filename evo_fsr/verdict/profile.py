@@ -184,7 +184,8 @@ def strict_calibration(calibration: Calibration, prior: Sequence[CallTimes],
 
 
 def time_shape(timing_round: Round, pool: Sequence[CallTimes],
-               fresh_pool: Callable[[], Sequence[CallTimes]] | None = None) -> ShapeCalls:
+               fresh_pool: Callable[[], Sequence[CallTimes]] | None = None,
+               mix_interleaved: bool = True) -> ShapeCalls:
     """One round of candidate windows with baseline windows interleaved (``timing_round``), and
     a second when the first is ``charged`` (see the module docstring).  ``pool``: the shape's
     trusted calibration windows (``own_share_calibration``), taken by the twin before any
@@ -205,14 +206,19 @@ def time_shape(timing_round: Round, pool: Sequence[CallTimes],
     likely (a launch-bound shape, whose slack is most of its call), a third chance to escape
     raised a 5 % claim's median credit from its whole time to the claim in the CPU model
     (tests/adversarial/test_adversarial_v3_cpu.py); re-judging the two charged rounds gives a
-    forger nothing: against a clean pool its windows still hold its whole time."""
+    forger nothing: against a clean pool its windows still hold its whole time.
+
+    ``mix_interleaved=False``: the calibration is the pool's alone, none of the interleaved
+    baseline windows mixed in; for a pool taken by a twin other than the baseline's seed (a
+    chained shape's fast twin, bench.py), whose overhead the baseline's windows do not share."""
     prior = list(pool)
+    mixed = (lambda windows: windows) if mix_interleaved else (lambda windows: [])
     candidate, baseline = timing_round()
-    calibration = own_share_calibration(prior, baseline)
+    calibration = own_share_calibration(prior, mixed(baseline))
     rounds, strict = 1, False
     if charged(candidate, calibration):
         again, baseline_again = timing_round()
-        calibration = own_share_calibration(prior, baseline_again + baseline)   # the latest first
+        calibration = own_share_calibration(prior, mixed(baseline_again + baseline))   # the latest first
         rounds, strict = 2, charged(again, calibration)
         candidate = candidate + again if strict else again
         baseline = baseline + baseline_again
@@ -321,7 +327,8 @@ def single_call_floor_ms(candidate: Sequence[CallTimes], baseline: Sequence[Call
 
 def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequence[CallTimes],
               calibration: Calibration, baseline_clean_ms: float, floor_ms: float,
-              library_ms: float = 0.0, strict: bool = False, single_floor_ms: float = 0.0) -> ShapeTiming:
+              library_ms: float = 0.0, strict: bool = False, single_floor_ms: float = 0.0,
+              ratio_reference: Sequence[CallTimes] = ()) -> ShapeTiming:
     """One shape's timing, per call (windows of ``calls`` launches: every window of a shape,
     the baseline's and the calibration's included, has the same number).  The baseline's time
     is the lower of its interleaved credit and its median with no candidate process alive
@@ -329,14 +336,25 @@ def summarise(shape_label: str, candidate: Sequence[CallTimes], baseline: Sequen
     gains nothing.  ``strict``: the candidate's claims were set aside (``credited_ms``), and it is
     credited at least ``window_ratio_floor_ms``; a batched shape, at least ``single_floor_ms``
     (``single_call_floor_ms``).  ``credited_by`` names the term that set the credit
-    (``CREDIT_TERMS``): an honest kernel's is "events"; any other says a bound took over."""
+    (``CREDIT_TERMS``): an honest kernel's is "events"; any other says a bound took over.
+
+    ``ratio_reference``: trusted windows of the shape's batch whose own events give the time a
+    call the window ratio scales (``window_ratio_floor_ms``) in place of the interleaved
+    baseline's: a chained shape's pool, taken by a fast twin (bench.py).  A chained window is
+    mostly links (chain.py: ~85 % of topk's quick shape with a ~20 us call on an H200), so the
+    ratio to the naive baseline's windows credits a fast kernel several times its time (a
+    charged forger read x0.20 its honest twin); against a twin as fast as itself the ratio is
+    about 1, and the floor about its own time."""
     k = candidate[0].calls
-    if any(c.calls != k for c in [*candidate, *baseline]):
+    if any(c.calls != k for c in [*candidate, *baseline, *ratio_reference]):
         raise ValueError(f"{shape_label}: windows of different batch sizes")
     terms = {name: ms / k for name, ms in credit_terms(candidate, calibration, strict).items()}
     base_interleaved = credited_ms(baseline, calibration) / k
     base = min(base_interleaved, baseline_clean_ms) if baseline_clean_ms > 0 else base_interleaved
-    if strict:
+    if strict and ratio_reference:
+        reference_ms = statistics.median(c.event_ms for c in ratio_reference) / k
+        terms["window-ratio"] = window_ratio_floor_ms(candidate, ratio_reference, reference_ms)
+    elif strict:
         terms["window-ratio"] = window_ratio_floor_ms(candidate, baseline, base)
     terms["single-call"] = single_floor_ms
     cand = max(terms.values())

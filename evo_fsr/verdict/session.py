@@ -32,7 +32,8 @@ from ..runner.harness import ProtocolViolation, RunnerDied, RunnerProcess, Runne
 from ..runner.libraries import MapsJudge, MapsUnreadable, mapped_files
 from ..tasks import Shape
 from ..types import GpuInfo, Mismatch, Status
-from .bench import Workbench, call_error, timed_batch
+from .bench import Workbench
+from .timed_window import call_error, timed_batch
 from .gpu_idle import ATTRIBUTION_WAIT_S, GpuBusy, shared_gpu
 from .inputs import make_case, reference
 from .stages import Stages, Stop, Verdict

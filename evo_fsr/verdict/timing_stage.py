@@ -56,7 +56,7 @@ class TimingStage:
             least = max(cfg.min_windows, -(-cfg.min_trials // k))
             fresh = (lambda: self._fresh_pool(sb, slots, shape, xp)) if self.respawn is not None else None
             timed = profile.time_shape(lambda: self._timing_round(sb, slots, shape, xp, baseline, windows, least),
-                                       sb.calibration, fresh_pool=fresh)
+                                       sb.calibration, fresh_pool=fresh, mix_interleaved=not sb.fast_twin)
             self.stages.count("retimed_shapes", timed.rounds - 1)
             charged += int(timed.strict)
             floor = speed_of_light_ms(self.task.flops_of(shape), self.task.bytes_of(shape), self.gpu,
@@ -70,7 +70,8 @@ class TimingStage:
                 self.stages.count("single_retimed", int(retimed))
             timings.append(profile.summarise(shape.label, timed.candidate, timed.baseline, timed.calibration,
                                              sb.clean_ms, floor, sb.library_ms, strict=timed.strict,
-                                             single_floor_ms=single))
+                                             single_floor_ms=single,
+                                             ratio_reference=tuple(sb.calibration) if sb.fast_twin else ()))
         self.stages.count("charged_shapes", charged)
         self.stages.count("unsettled", self.runner.unsettled)     # a thread still ran after its stop
         flagged = [f"{t.shape_label}: {flag}" for t in timings for flag in t.flags]

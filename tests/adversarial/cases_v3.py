@@ -434,7 +434,10 @@ def forgery_cases() -> list[CaseV3]:
                "untimed sweep and then makes cudaEventElapsedTime report 75 % of that: topk's shapes are "
                "launch-bound, timed one call to a window, so the window's allowance (one standard error, a few "
                "us) is not shared by k calls, and a claim inside it is credited as is (v2's forger works on a "
-               "batched softmax shape, where it hides slack / 8)"),
+               "batched softmax shape, where it hides slack / 8); chained windows (verdict/chain.py) charge it, "
+               "but against a pool of the naive seed's twin, whose windows less events sat 100-300 us above a fast "
+               "kernel's own, it read x100.12 against the honest x73.62 (H200, thirty-third session): a chained "
+               "shape's pool is now the chain twin's (task.yaml chain_twin)"),
         forger("forges_half_its_time_on_an_unbatched_shape", "0.50f",
                "the same forger claiming 50 % of its time: on an H200 the window's spread on topk's quick shape "
                "was 63-81 us around a ~0.9 ms overhead for an 18.5 us call, so even over eight times the windows "
@@ -459,7 +462,7 @@ def detection_cases() -> list[CaseV3]:
 #include <cstdio>
 // Eight dependent loads (each address depends on the value before) of the output's last lines, which
 // the evaluator's poison memset has just written: in L2, unless the trusted flush ran since (timed
-// calls: verdict/bench.timed_batch flushes; validation and the sweep do not). Run twice: the second
+// calls: verdict/timed_window.timed_batch flushes; validation and the sweep do not). Run twice: the second
 // pass finds them in L2 whatever the first found, so the ratio needs no absolute threshold.
 __global__ void adv_chase(const float* y, long long n, unsigned long long* out) {
     unsigned off = 0; unsigned long long t0, t1; float v = 0.0f;

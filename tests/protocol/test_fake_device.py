@@ -83,8 +83,8 @@ def _shape_calls(monkeypatch) -> list:
     seen: list = []
     real = profile.time_shape
 
-    def time_shape(timing_round, pool, fresh_pool=None):
-        seen.append(real(timing_round, pool, fresh_pool))
+    def time_shape(timing_round, pool, fresh_pool=None, **kwargs):
+        seen.append(real(timing_round, pool, fresh_pool, **kwargs))
         return seen[-1]
 
     monkeypatch.setattr(profile, "time_shape", time_shape)
@@ -107,6 +107,31 @@ def test_chained_windows_time_many_calls_a_window(chained, monkeypatch):
     assert calls and all(c.calls == CHAIN_CALLS for c in calls)
     # (no test of the credit here: the fake's host-C chain takes ten times its ~20 us relu call,
     # so its windows are mostly the chain's, whose noise on a loaded CPU charges a call now and then)
+
+
+def test_a_chained_shape_is_calibrated_by_the_chain_twin(evaluator):
+    """A chained shape's pool is taken by a runner of the chain twin (bench.ShapeBench.fast_twin),
+    a fast seed, not by the naive seed's twin: beside the naive seed's long calls a window's links
+    ran 100-300 us longer on an H200, and a forger hid in that (test_validate_profile's chained
+    tests).  Here the baseline sleeps 2 ms a call and the chain twin is the honest relu (~20 us).
+    Fails if the pool's calls are the baseline's, or if the baseline's clean time (what speedups
+    are taken against) mixes in the chain twin's windows."""
+    from evo_fsr.verdict.chain import CHAIN_CALLS
+
+    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, baseline_source=kernels.SLOW_BASELINE,
+                                                       chain_twin_source=kernels.HONEST, fusable_floor_ms=1e9,
+                                                       batch_max=4, min_windows=3, min_trials=6, max_trials=6))
+    try:
+        result = judge(ev, kernels.HONEST)
+        assert result.status is Status.OK, result.summary
+        bench = ev.bench.shape_bench(ev.bench_shapes[0])
+        assert bench.chained and bench.fast_twin and "chain_twin" in ev.bench._runners
+        pool_call_ms = sorted(c.event_ms for c in bench.calibration)[len(bench.calibration) // 2] / CHAIN_CALLS
+        assert pool_call_ms < 0.5, f"the pool's calls take {pool_call_ms:.3f} ms: the 2 ms baseline's, not the twin's"
+        assert bench.clean_ms > 1.9, f"the baseline's clean time {bench.clean_ms:.3f} ms is not its own 2 ms"
+        assert result.timings[0].baseline_median_ms > 1.9
+    finally:
+        ev.close()
 
 
 def test_calls_computed_ahead_fail_a_chained_window(chained, batched):

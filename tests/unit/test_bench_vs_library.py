@@ -53,6 +53,9 @@ def test_kernel_specs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a task with no family (every built-in one has one now): a user's copy of topk without it
     shutil.copytree(Path(__file__).resolve().parents[2] / "tasks" / "topk", tmp_path / "user" / "topk")
     (tmp_path / "user" / "topk" / "seeds" / "radix_select.cu").unlink()
+    yaml_file = tmp_path / "user" / "topk" / "task.yaml"       # and the chain twin it names
+    yaml_file.write_text("".join(line for line in yaml_file.read_text().splitlines(keepends=True)
+                                 if not line.startswith("chain_twin:")))
     monkeypatch.setenv(TASKS_PATH_ENV, str(tmp_path / "user"))
     assert bench.resolve_kernel(get_task("topk"), None)[0] == "seed:naive"         # no family: naive
     monkeypatch.delenv(TASKS_PATH_ENV)

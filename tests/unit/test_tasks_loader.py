@@ -62,6 +62,9 @@ def _copy_task(tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
     (lambda r: r.update(forbidden_ptx=["cos.approx"]), "forbidden_ptx", "must map"),
     (lambda r: r.update(forbidden_ptx={"cos approx!": "why"}), "forbidden_ptx.cos approx!", "not a PTX instruction"),
     (lambda r: r.update(forbidden_ptx={"cos.approx": " "}), "forbidden_ptx.cos.approx", "needs a reason"),
+    (lambda r: r.update(chain_twin="no_such_seed"), "chain_twin", "not a seed of this task"),
+    (lambda r: r.update(chain_twin="../seeds/naive"), "chain_twin", "not a seed of this task"),
+    (lambda r: r.update(chain_twin=3), "chain_twin", "not a seed of this task"),
 ])
 def test_bad_task_yaml_names_file_key_and_problem(tmp_path: Path, edit, key: str, problem: str) -> None:  # type: ignore[no-untyped-def]
     folder = _copy_task(tmp_path, edit)
@@ -99,6 +102,18 @@ def test_forbidden_ptx_is_parsed_and_monte_carlo_declares_it(tmp_path: Path) -> 
     assert load_task(folder).forbidden_ptx == (("sin.approx", "the accurate sinf"),)
     assert {p for p, _ in get_task("monte_carlo").forbidden_ptx} == {"cos.approx", "sin.approx"}
     assert get_task("conv2d").forbidden_ptx == ()
+
+
+def test_chain_twin_names_a_seed_and_the_chained_tasks_declare_one(tmp_path: Path) -> None:
+    """topk and sort, whose launch-bound shapes are chained (verdict/chain.py), calibrate them
+    with a fast seed (bench.ShapeBench.fast_twin); a task that names none keeps the naive twin."""
+    from evo_fsr.verdict.chain import eligible
+    folder = _copy_task(tmp_path, lambda r: r.update(chain_twin="naive"))
+    assert load_task(folder).chain_twin_source == (folder / "seeds" / "naive.cu").read_text()
+    for name, seed in (("topk", "radix_select"), ("sort", "radix")):
+        task = get_task(name)
+        assert eligible(task) and task.chain_twin == seed and task.chain_twin_source == task.seeds()[seed]
+    assert get_task("conv2d").chain_twin_source is None
 
 
 def test_task_rules_name_the_instruction_and_read_the_binary() -> None:

@@ -7,7 +7,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from evo_fsr.verdict.bench import timed_batch
+from evo_fsr.verdict.timed_window import timed_batch
 from evo_fsr.verdict.memory import Block, CupyMemory
 
 PENDING_S = 0.08    # the "mix kernel" still queued when timed_batch is called
