@@ -73,7 +73,9 @@ HOLE_SLACK_UNBATCHED = (
     "on an H200 (thirty-first session: longer calls, the one-in-three place and drift all raise it), "
     "over the ~18 us topk call: the window bound fell below zero and claims of 75/50/20/2 % read "
     "x1.33/x2.0/x5.0/x50.8 their honest twin.  Chained windows (verdict/chain.py, EvalConfig.chain_windows) "
-    "close it where they apply (H200, thirty-second session: all four forgers x0.20 their honest twin); "
+    "close it where they apply (H200, thirty-second session: all four forgers x0.20 their honest twin), "
+    "with a pool as fast as the candidate (thirty-third session: against the naive twin's pool, 100-300 us "
+    "a window high, the 75 % claim escaped in 2 of 9 judgements; task.yaml chain_twin, not yet GPU-run); "
     "it stays open with them off and on a task chain.eligible refuses (non-float inputs)")
 HOLE_FAST_MATH = (
     "monte_carlo/task.yaml requires 'the accurate math functions (expf, cosf ...)'; its forbidden_ptx "
