@@ -246,6 +246,10 @@ class Workbench:
                     self._grow_batch(bench, CHAIN_CALLS)
                     bench.launch_bound, bench.chained, k = False, True, CHAIN_CALLS
                     bench.fast_twin = self.chain_twin_binary is not None
+                    if not bench.fast_twin:
+                        log.warning("%s: chained windows calibrated by the naive seed's twin (%s/task.yaml names no "
+                                    "chain_twin): a claim a quarter under a fast kernel's time can pass the window "
+                                    "bound (SECURITY.md, known gaps)", shape.label, self.task.name)
                 if self.measure_library:        # the first of two rounds, in the shape's batch
                     bench.library_ms = sizing_ms if k == 1 else self._library_ms(bench, k)
                 if k > 1:

@@ -34,6 +34,13 @@ and was measured so: the v3 forgers claiming 50/20/2 % read x1.09/x1.05/x1.03 th
 against x1.99/x5.11/x51.0 at one call a window, and the honest topk and sort seeds kept their
 credit within 4 %.)
 
+Open (thirty-third session, SECURITY.md): the links run in the candidate's process.  This library
+is loaded from its workdir at the first chained call, after its code has run, and loaded code can
+be patched in process; a forger that draws the inputs without the pace shortens each window by
+~63 x ``CHAIN_PACE_US`` (3.2 ms, more than topk's 64 calls), and its forged events then pass the
+window bound.  The fix to build: the whole chain enqueued before the window behind a gate the
+trusted side releases, no pace, minimal links.
+
 Every input buffer must be float32 (uniform draws are valid inputs), with no ``inout`` buffer,
 and the task's inputs i.i.d. per element (``timed_inputs: mix``): ``eligible``.  The draws are
 exact in float32 (multiples of 2**-23), so the trusted side reproduces them bit for bit, in NumPy

@@ -33,6 +33,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from evo_fsr.tasks import get_task
+from evo_fsr.verdict.chain import CHAIN_PACE_US, chain_source
+
 from .cases_v2_blocks import (MAX_SPEEDUP_OVER_HONEST, NO_SPEEDUP, OK, POSIX, REJECTED, SPIN,  # noqa: F401
                               CaseV2, honest_source, wrap)
 from .test_batch_fusion_gpu import FUSED_PRELUDE, NARROW_BLOCKS
@@ -77,6 +80,13 @@ HOLE_SLACK_UNBATCHED = (
     "with a pool as fast as the candidate (thirty-third session: against the naive twin's pool, 100-300 us "
     "a window high, the 75 % claim escaped in 2 of 9 judgements; task.yaml chain_twin, not yet GPU-run); "
     "it stays open with them off and on a task chain.eligible refuses (non-float inputs)")
+HOLE_CHAIN_LINKS = (
+    "verdict/chain.py's links (the hash, the draw and the 50 us pace between chained calls) run in the candidate's "
+    "process from chain.so (loaded from the candidate's writable workdir at the first chained call, and patchable "
+    "in process once loaded); a kernel that makes those entry points jump to its own copies, drawing the same "
+    "inputs without the pace, shortens each window by ~63 x 50 us, more than topk's 64 calls, "
+    "and its forged events then pass the window bound (thirty-third session, found in review; SECURITY.md: "
+    "the whole chain enqueued before the window behind a trusted gate, no pace, is the fix to build)")
 HOLE_FAST_MATH = (
     "monte_carlo/task.yaml requires 'the accurate math functions (expf, cosf ...)'; its forbidden_ptx "
     "rule refuses cos.approx and sin.approx (__cosf, __sinf), but the accurate expf also ends in "
@@ -430,7 +440,56 @@ def forgery_cases() -> list[CaseV3]:
                       unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
                       x86_only=True)
 
+    # the chain library's own source with no pace, minus its dummy launch (this source has the real one)
+    topk = get_task("topk")
+    own_chain = chain_source(topk).replace(f"{int(CHAIN_PACE_US * 1000)}LL", "0LL").replace(
+        f"\n{topk.signature()} {{ return 0; }}\n", "\n")
+    assert "return 0; }" not in own_chain.splitlines()[-1] and "EVO_FSR_PACE_NS 0LL" in own_chain
+    swap = r'''
+// the runner's chain library (loaded RTLD_LOCAL, wherever it lies) found among the loaded objects,
+// and its two entry points patched to jump to this library's copies of them, which draw the same
+// inputs with no pace:  movabs rax, target ; jmp rax
+struct adv_phdr_info { unsigned long addr; const char* name; };
+extern "C" int adv_dl_iterate_phdr(int (*)(adv_phdr_info*, unsigned long, void*), void*) __asm__("dl_iterate_phdr");
+extern "C" int adv_dlclose(void*) __asm__("dlclose");
+static int adv_links_patched = 0;
+static int adv_jump(void* from, void* to) {
+    long page = adv_getpagesize();
+    if (!from || adv_mprotect((void*)((unsigned long)from & ~(page - 1)), 2 * page, 7) != 0) return 0;
+    unsigned char code[12] = {0x48, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xE0};
+    memcpy(code + 2, &to, 8);
+    memcpy(from, code, sizeof code);
+    return 1;
+}
+static int adv_find_links(adv_phdr_info* info, unsigned long, void*) {
+    if (adv_links_patched || !info->name || !info->name[0]) return 0;
+    void* h = adv_dlopen(info->name, 4 | 1);            // RTLD_NOLOAD | RTLD_LAZY: only if loaded
+    if (!h) return 0;
+    void* hash = adv_dlsym(h, "evo_fsr_chain_hash");
+    void* gen = adv_dlsym(h, "evo_fsr_chain_gen");
+    if (hash && gen && gen != (void*)&evo_fsr_chain_gen && adv_jump(hash, (void*)&evo_fsr_chain_hash)
+        && adv_jump(gen, (void*)&evo_fsr_chain_gen)) {
+        adv_links_patched = 1;
+        printf("adv-chain: %s now runs this library's links (no pace)\n", info->name);
+        fflush(stdout);
+    }
+    adv_dlclose(h);
+    return 0;
+}
+'''
+    chain_forger = FORGE.replace("#define ADV_FRACTION 0.75f", "#define ADV_FRACTION 0.02f") + own_chain + swap
+    chain_body = "    if (!adv_links_patched) adv_dl_iterate_phdr(adv_find_links, 0);\n" + body
+
     return [
+        CaseV3("forges_and_drops_the_chain_pace", "topk", "forgery",
+               wrap("topk", chain_body, POSIX + chain_forger, seed="radix_select"), NO_SPEEDUP,
+               "the 2 % forger below, which also patches the runner's chain library once it is loaded (its "
+               "first chained window): verdict/chain.py's hash and draw jump to this source's copies of them with "
+               "the pace taken out, so each of its chained windows is ~3 ms shorter than the pool's, and the "
+               "window less the pool's overhead falls below its claim",
+               honest="seed:radix_select", evidence=("adv-forge:", "adv-chain:"), hole=HOLE_CHAIN_LINKS,
+               unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
+               x86_only=True),
         forger("forges_within_one_slack_on_an_unbatched_shape", "0.75f",
                "the radix-select seed (one launch of ~10-20 us), which measures itself on the GPU clock in the "
                "untimed sweep and then makes cudaEventElapsedTime report 75 % of that: topk's shapes are "

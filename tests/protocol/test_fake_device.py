@@ -134,6 +134,72 @@ def test_a_chained_shape_is_calibrated_by_the_chain_twin(evaluator):
         ev.close()
 
 
+def _links_patched_source() -> str:
+    """An honest relu that, once the runner has loaded the chain library, makes its two entry points
+    jump to copies of them in this library (the fake device's host-C chain, renamed, counting)."""
+    from evo_fsr.verdict.chain import chain_source
+
+    own = (chain_source(get_task("relu"), fake=True).replace("evo_fsr_chain_hash", "adv_hash")
+           .replace("evo_fsr_chain_gen", "adv_gen").replace("evo_fsr_h", "adv_h")
+           .replace("    for (int b = 0; b < count; ++b) {\n        float* x", "    ++adv_links;\n"
+                    "    for (int b = 0; b < count; ++b) {\n        float* x", 1))
+    assert "++adv_links;" in own
+    return r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+static long adv_links = 0;
+static int adv_patched = 0;
+""" + own + r"""
+static int adv_jump(void* from, void* to) {      /* movabs rax, to ; jmp rax */
+    long page = sysconf(_SC_PAGESIZE);
+    if (!from || mprotect((void*)((unsigned long)from & ~(page - 1)), 2 * page, 7) != 0) return 0;
+    unsigned char code[12] = {0x48, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xE0};
+    memcpy(code + 2, &to, 8);
+    memcpy(from, code, sizeof code);
+    return 1;
+}
+static int adv_find_links(struct dl_phdr_info* info, size_t size, void* data) {
+    if (adv_patched || !info->dlpi_name || !info->dlpi_name[0]) return 0;
+    void* h = dlopen(info->dlpi_name, RTLD_NOLOAD | RTLD_LAZY);
+    if (!h) return 0;
+    void* hash = dlsym(h, "evo_fsr_chain_hash");
+    void* gen = dlsym(h, "evo_fsr_chain_gen");
+    if (hash && gen && adv_jump(hash, (void*)&adv_hash) && adv_jump(gen, (void*)&adv_gen)) adv_patched = 1;
+    dlclose(h);
+    return 0;
+}
+int launch(const float* x, float* y, int n, void* stream) {
+    if (!adv_patched) dl_iterate_phdr(adv_find_links, 0);
+    if (adv_patched == 1 && adv_links > 0) {
+        printf("adv-chain: %ld links ran in this library\n", adv_links);
+        fflush(stdout);
+        adv_patched = 2;
+    }
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="the patch is x86-64 code")
+def test_a_candidate_can_run_the_chain_links_itself(chained):
+    """The precondition of SECURITY.md's open chain-link hole: the links between chained calls run
+    in the candidate's process, and a candidate can make the runner's chain library jump to code of
+    its own (here: the same hash and draw, counted) without being caught, since the inputs it draws
+    are right.  On a GPU, copies without the 50 us pace shorten a window by ~3 ms (suite v3's
+    forges_and_drops_the_chain_pace).  This test fails once the links can no longer be replaced
+    from the candidate's process (the fix: the chain enqueued before the window, behind a trusted
+    gate); then it should assert the rejection instead."""
+    result = judge(chained, _links_patched_source())
+    assert result.status is Status.OK, result.summary
+    assert "adv-chain:" in result.log("run"), result.log("run")[-2000:]
+
+
 def test_calls_computed_ahead_fail_a_chained_window(chained, batched):
     """FUSE_AHEAD computes every buffer set's outputs in a window's first call and returns at once
     from the others, as a kernel fusing a batch does.  In a plain batch it is right (OK: the
