@@ -23,6 +23,7 @@ import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from ..runner.harness import RunnerProcess
 from ..runner.sandbox import SandboxPolicy
@@ -108,9 +109,7 @@ class Evaluator:
         self.config = config or EvalConfig()
         self.bench_shapes = self.config.shapes or self.task.benchmark(self.config.benchmark)
         self._gpu: GpuInfo | None = None
-        self._baseline: nvcc.CompileResult | None = None
-        self._chain: nvcc.CompileResult | None = None
-        self._chain_twin: nvcc.CompileResult | None = None
+        self._trusted_builds: dict[str, nvcc.CompileResult] = {}    # what -> binary (``_trusted_build``)
         self._bench: Workbench | None = None
         self._memory: TrustedMemory | None = None
         self.extra_files: tuple[Path, ...] = ()
@@ -171,15 +170,21 @@ class Evaluator:
     def chain_windows(self) -> bool:
         return self.config.chain_windows and os.environ.get(CHAIN_WINDOWS_ENV, "") != "0"
 
+    def _trusted_build(self, what: str, source: Callable[[], str]) -> nvcc.CompileResult:
+        """Trusted code (the baseline, the chain library, the chain twin), compiled once, on first
+        use; raises naming the task and ``what`` where it does not compile."""
+        if what not in self._trusted_builds:
+            result = self.compile(source())
+            if not result.ok:
+                raise RuntimeError(f"task {self.task.name}: {what} does not compile:\n{result.log}")
+            self._trusted_builds[what] = result
+        return self._trusted_builds[what]
+
     @property
     def chain(self) -> nvcc.CompileResult:
-        """The chain library (chain.py), compiled once, on first use."""
-        if self._chain is None:
-            result = self.compile(chain_source(self.task, fake=self.config.device == "fake"))
-            if not result.ok:
-                raise RuntimeError(f"the chain library does not compile:\n{result.log}")
-            self._chain = result
-        return self._chain
+        """The chain library (chain.py)."""
+        return self._trusted_build("the chain library",
+                                   lambda: chain_source(self.task, fake=self.config.device == "fake"))
 
     @property
     def _chain_twin_source(self) -> str:
@@ -189,23 +194,13 @@ class Evaluator:
 
     @property
     def chain_twin(self) -> nvcc.CompileResult:
-        """The chain twin's binary (bench.py: ``ShapeBench.fast_twin``), compiled once, on first use."""
-        if self._chain_twin is None:
-            result = self.compile(self._chain_twin_source)
-            if not result.ok:
-                raise RuntimeError(f"task {self.task.name}: the chain twin ({self.task.chain_twin or 'configured'} "
-                                   f"seed) does not compile:\n{result.log}")
-            self._chain_twin = result
-        return self._chain_twin
+        """The chain twin's binary (bench.py: ``ShapeBench.fast_twin``)."""
+        return self._trusted_build(f"the chain twin ({self.task.chain_twin or 'configured'} seed)",
+                                   lambda: self._chain_twin_source)
 
     @property
     def baseline(self) -> nvcc.CompileResult:
-        if self._baseline is None:
-            result = self.compile(self.config.baseline_source or self.task.baseline_source)
-            if not result.ok:
-                raise RuntimeError(f"task {self.task.name}: the naive seed does not compile:\n{result.log}")
-            self._baseline = result
-        return self._baseline
+        return self._trusted_build("the naive seed", lambda: self.config.baseline_source or self.task.baseline_source)
 
     # -- the verdict --------------------------------------------------------------------
     def evaluate(self, candidate: Candidate, compiled: nvcc.CompileResult | None = None) -> EvalResult:
