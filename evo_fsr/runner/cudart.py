@@ -28,6 +28,7 @@ ATTR = {
 
 
 IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
+HOST_REGISTER_MAPPED = 2        # cudaHostRegisterMapped
 IPC_HANDLE_BYTES = 64
 
 
@@ -173,3 +174,13 @@ class Runtime:
 
     def ipc_close(self, ptr: int) -> None:
         self.check("cudaIpcCloseMemHandle", self.lib.cudaIpcCloseMemHandle(ctypes.c_void_p(ptr)))
+
+    def map_host(self, ptr: int, nbytes: int) -> int:
+        """Page-locked host memory at ``ptr`` (page-aligned: a shared mapping) made visible to the
+        device: its device address (cudaHostRegister, mapped, then cudaHostGetDevicePointer)."""
+        self.check("cudaHostRegister", self.lib.cudaHostRegister(ctypes.c_void_p(ptr), ctypes.c_size_t(nbytes),
+                                                                 ctypes.c_uint(HOST_REGISTER_MAPPED)))
+        device = ctypes.c_void_p()
+        self.check("cudaHostGetDevicePointer",
+                   self.lib.cudaHostGetDevicePointer(ctypes.byref(device), ctypes.c_void_p(ptr), ctypes.c_uint(0)))
+        return int(device.value or 0)

@@ -20,11 +20,13 @@ of every role carry the same two signals.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import secrets
 import select
 import shutil
 import signal
+import struct
 import sys
 import time
 from pathlib import Path
@@ -36,6 +38,8 @@ from .sandbox import (SandboxPolicy, confine_policy, kill_group, report_confinem
                       spawn_sandboxed)
 
 RUNNER_SCRIPT = Path(__file__).resolve().parent / "runner.py"
+#: the bytes of the gate's shared page (verdict/chain.py's GATE_PAGE_BYTES)
+GATE_PAGE_BYTES = 4096
 #: How long ``settle`` waits for every thread of a runner to stop before it counts the runner
 #: ``unsettled`` (a thread inside a system call that cannot be interrupted stops when the call
 #: returns), and how long in all before a thread still running is a protocol violation: nothing is
@@ -90,27 +94,36 @@ class RunnerProcess:
         cmd_r, self._cmd_w = os.pipe()
         self._reply_r, reply_w = os.pipe()
         argv += [str(cmd_r), str(reply_w)]
+        # the gate's page (verdict/chain.py): shared with the runner, which maps it into the device
+        gate_fd = os.memfd_create("evo-fsr-gate", os.MFD_CLOEXEC)
+        os.ftruncate(gate_fd, GATE_PAGE_BYTES)
+        self.gate_page = mmap.mmap(gate_fd, GATE_PAGE_BYTES)
         if confinement:
             (private / "policy.json").write_text(json.dumps(confinement))
             argv.append(str(private / "policy.json"))
         try:
             self.proc, self.output = spawn_sandboxed(argv, cwd=str(workdir), policy=policy,
-                                                     pass_fds=(cmd_r, reply_w), limits_after_start=True)
+                                                     pass_fds=(cmd_r, reply_w, gate_fd), limits_after_start=True)
         finally:
             os.close(cmd_r)
             os.close(reply_w)
+            os.close(gate_fd)
         self._buffer = b""
         self._stopped = False             # SIGSTOP sent since the last command (``settle`` awaits it)
         self.unsettled = 0                # settles that timed out with a thread still running
         self.started = time.perf_counter()
         self.startup_ms: dict[str, float] = {}    # the runner's own start-up phases (init reply)
-        self._init = self._command({"op": protocol.INIT})
+        self._init = self._command({"op": protocol.INIT, "gate_fd": gate_fd})
         try:
             os.write(self._cmd_w, (json.dumps(self._init) + "\n").encode())
         except BrokenPipeError:
             pass                        # it died: ready() reports how
         if wait:
             self.ready()
+
+    def set_gate(self, seed: int) -> None:
+        """Write the gate's word: 0 closes it (before ``arm``), a seed opens it (the window)."""
+        struct.pack_into("<Q", self.gate_page, 0, seed)
 
     def _command(self, message: dict[str, Any]) -> dict[str, Any]:
         """The message with a fresh, unpredictable id that its reply must echo."""

@@ -13,24 +13,28 @@ Commands (trusted side -> runner):
   attach  {slot, buffers: [{name, handle, nbytes}]}
                                               open the trusted side's buffers (CUDA IPC handles)
   detach  {slot}                              close them
-  call    {slot, lib, scalars, [more], [chain]}
-                                              one launch on the attached buffers (then one on each
+  call    {slot, lib, scalars, [more]}      one launch on the attached buffers (then one on each
                                               slot in ``more``: a batch), timed with CUDA events on
                                               the harness stream and after a device-wide
                                               synchronize; the trusted side owns inputs and outputs,
-                                              and flushes the L2 itself before a timed call;
-                                              ``chain``: each call's inputs but the first drawn on
-                                              the GPU from a hash of the previous call's outputs,
-                                              and each call timed by its own events
-                                              (verdict/chain.py)
+                                              and flushes the L2 itself before a timed call
+  arm     {slot, lib, scalars, more}          a chained window (verdict/chain.py) enqueued behind
+                                              the gate: every call's inputs drawn on the GPU, the
+                                              first from the seed the trusted side writes into the
+                                              shared gate page (init's ``gate_fd``), the others
+                                              from a hash of the previous call's outputs; each call
+                                              between its own events.  Reply: rc, last_error,
+                                              ``complete`` (all enqueued before the reply)
+  finish                                      the armed window awaited: a call's reply
   exit
 """
 from __future__ import annotations
 
 import math
 
-INIT, PROBE, ATTACH, DETACH, CALL, EXIT = "init", "probe", "attach", "detach", "call", "exit"
-OPS = (INIT, PROBE, ATTACH, DETACH, CALL, EXIT)
+INIT, PROBE, ATTACH, DETACH, CALL, ARM, FINISH, EXIT = (
+    "init", "probe", "attach", "detach", "call", "arm", "finish", "exit")
+OPS = (INIT, PROBE, ATTACH, DETACH, CALL, ARM, FINISH, EXIT)
 #: A reply line longer than this is a protocol violation (a probe reply is ~1 KiB).
 MAX_REPLY_BYTES = 1 << 16
 RUNNER_FILES = ("runner.py", "protocol.py", "cudart.py", "confine.py")
@@ -66,7 +70,13 @@ def check_reply(command: dict, reply: object) -> dict:
         _text(reply, "cuda_error", 128)
         return reply
     op = command["op"]
-    if op == CALL:
+    if op == ARM:
+        for key in ("rc", "last_error"):
+            _number(reply, key, integer=True, minimum=None)
+        _text(reply, "last_error_name", 128)
+        if not isinstance(reply.get("complete"), bool):
+            raise ProtocolError("'complete' is not a boolean")
+    if op in (CALL, FINISH):
         for key in ("rc", "last_error"):
             _number(reply, key, integer=True, minimum=None)
         _text(reply, "last_error_name", 128)

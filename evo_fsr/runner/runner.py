@@ -16,10 +16,12 @@ _STARTED = time.perf_counter()   # first thing: the start-up phases are reported
 
 import ctypes  # noqa: E402
 import json
+import mmap
 import os
 import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -39,6 +41,12 @@ import protocol  # noqa: E402 - the copy next to this file, standard library onl
 
 #: the chain library's name in a job's libs (verdict/chain.py's CHAIN_LIB)
 CHAIN = "chain"
+#: the bytes of the gate's shared page (verdict/chain.py's GATE_PAGE_BYTES)
+GATE_PAGE_BYTES = 4096
+#: ``arm`` replies once the chain is enqueued, or after this long if the enqueue still runs (a
+#: stream's queue of pending launches is bounded, and this one waits behind the gate until the
+#: trusted side, awaiting the reply, opens it); the rest is enqueued inside the window
+ARM_REPLY_AFTER_S = 0.5
 SCALAR_CTYPES = {"int32": ctypes.c_int, "int64": ctypes.c_longlong,
                  "float32": ctypes.c_float, "float64": ctypes.c_double}
 
@@ -53,7 +61,7 @@ def load_runtime(kind: str) -> Any:
 
 
 class Runner:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, gate_fd: int = -1) -> None:
         self.workdir = workdir
         self.job = json.loads((workdir / "job.json").read_text())
         self.rt = load_runtime(self.job.get("runtime", "cuda"))
@@ -66,6 +74,15 @@ class Runner:
         self.links: dict[tuple[str, ...], list[Any]] = {}   # chained windows' argument lists, per slot list
         self.launchers: dict[str, Any] = {}
         self.handles: dict[str, Any] = {}
+        self.armed: dict[str, Any] | None = None       # the chained window enqueued by ``arm``
+        # the gate's word (verdict/chain.py): a page the trusted side shares (harness.py), mapped
+        # into the device
+        self.gate_word = 0
+        if gate_fd >= 0:
+            self.gate_page = mmap.mmap(gate_fd, GATE_PAGE_BYTES)
+            os.close(gate_fd)
+            self.gate_word = self.rt.map_host(ctypes.addressof(ctypes.c_char.from_buffer(self.gate_page)),
+                                              GATE_PAGE_BYTES)
 
     def launcher(self, lib: str) -> Any:
         if lib not in self.launchers:
@@ -137,7 +154,7 @@ class Runner:
                 picked = [a["name"] for a in self.job["args"] if a["role"] == role]
                 ptrs = (ctypes.c_void_p * len(picked))(*[buffers[b] for b in picked])
                 nbytes = (ctypes.c_longlong * len(picked))(*[sizes[b] for b in picked])
-                per_role.append((ptrs, nbytes, ctypes.c_int(len(picked)), ctypes.c_void_p(self.stream)))
+                per_role.append((ptrs, nbytes, ctypes.c_int(len(picked))))
             links.append(per_role)
         while len(self.call_events) < len(names):
             self.call_events.append((self.rt.event_create(), self.rt.event_create()))
@@ -152,39 +169,12 @@ class Runner:
         stream of this context); ``host_ms``: the host clock around both."""
         rt, stream = self.rt, self.stream
         fn = self.launcher(msg["lib"])
-        calls: list[list[Any]] = []
-        for name in [msg["slot"], *msg.get("more", [])]:
-            buffers = self.slots[str(name)]
-            args: list[Any] = []
-            for arg in self.job["args"]:
-                if arg["role"] == "stream":
-                    args.append(ctypes.c_void_p(stream))
-                elif arg["role"] == "scalar":
-                    args.append(SCALAR_CTYPES[arg["dtype"]](msg["scalars"][arg["name"]]))
-                else:
-                    args.append(ctypes.c_void_p(buffers[arg["name"]]))
-            calls.append(args)
-        names = [msg["slot"], *msg.get("more", [])]
-        links = self.chain_links(names) if msg.get("chain") else None
-        if links is not None:
-            chain = self.handles[CHAIN]
-            hash_fn, gen_fn = chain.evo_fsr_chain_hash, chain.evo_fsr_chain_gen
+        calls = self._call_args(msg)
         rt.device_synchronize()
         t0 = time.perf_counter()
         rt.event_record(self.start, stream)
         rc = 0
         for i, args in enumerate(calls):
-            if links is not None:
-                # a chained window (verdict/chain.py): each call timed by its own events; call
-                # i+1's inputs drawn on this stream from a hash of call i's outputs
-                rt.event_record(self.call_events[i][0], stream)
-                rc = int(fn(*args))
-                rt.event_record(self.call_events[i][1], stream)
-                if rc == 0 and i + 1 < len(calls):
-                    rc = int(hash_fn(*links[i][0])) or int(gen_fn(*links[i + 1][1]))
-                if rc != 0:
-                    break
-                continue
             rc = int(fn(*args))
             if rc != 0:
                 break
@@ -202,13 +192,107 @@ class Runner:
         err = rt.last_error()
         event_ms = rt.elapsed_ms(self.start, self.end)
         event_all_ms = max(rt.elapsed_ms(self.start, self.end_all), event_ms)
-        if links is not None and rc == 0:
-            # the claims: the calls' own events, the chain's kernels between them left out
-            # (event_all_ms: the same, plus whatever ran on after the last call)
-            calls_ms = sum(rt.elapsed_ms(a, b) for a, b in self.call_events[:len(calls)])
-            event_all_ms, event_ms = calls_ms + (event_all_ms - event_ms), calls_ms
         return {"rc": rc, "last_error": err, "last_error_name": rt.error_name(err) if err else "",
                 "event_ms": event_ms, "event_all_ms": event_all_ms, "host_ms": (t1 - t0) * 1e3}
+
+    def _call_args(self, msg: dict[str, Any]) -> list[list[Any]]:
+        """``launch``'s arguments for the slot and each slot of ``more``."""
+        calls: list[list[Any]] = []
+        for name in [msg["slot"], *msg.get("more", [])]:
+            buffers = self.slots[str(name)]
+            args: list[Any] = []
+            for arg in self.job["args"]:
+                if arg["role"] == "stream":
+                    args.append(ctypes.c_void_p(self.stream))
+                elif arg["role"] == "scalar":
+                    args.append(SCALAR_CTYPES[arg["dtype"]](msg["scalars"][arg["name"]]))
+                else:
+                    args.append(ctypes.c_void_p(buffers[arg["name"]]))
+            calls.append(args)
+        return calls
+
+    def arm(self, msg: dict[str, Any], reply_once: Callable[[dict[str, Any]], bool]) -> None:
+        """A chained window (verdict/chain.py) enqueued on the harness stream behind the gate:
+        ``evo_fsr_chain_gate`` (spins until the trusted side writes its seed into the shared word),
+        call 0's inputs drawn from the seed, then each call between its own pair of events and,
+        between two calls, the hash of the outputs and the draw of the next call's inputs.  Replies
+        through ``reply_once`` when all is enqueued, or after ``ARM_REPLY_AFTER_S`` if the enqueue
+        still runs (a full queue: it goes on inside the window); an error after that reply is
+        reported by ``finish``.  The fake device runs the steps at ``finish`` instead."""
+        rt, stream = self.rt, self.stream
+        if not self.gate_word:
+            reply_once({"error": "no gate page in this runner"})
+            return
+        fn = self.launcher(msg["lib"])
+        calls = self._call_args(msg)
+        names = [msg["slot"], *msg.get("more", [])]
+        links = self.chain_links(names)
+        chain = self.handles[CHAIN]
+        gate, hash_fn, gen_fn = chain.evo_fsr_chain_gate, chain.evo_fsr_chain_hash, chain.evo_fsr_chain_gen
+        word, handle = ctypes.c_void_p(self.gate_word), ctypes.c_void_p(stream)
+        events = self.call_events
+
+        def steps() -> int:
+            rc = int(gate(word, handle)) or int(gen_fn(*links[0][1], ctypes.c_int(1), handle))
+            for i, args in enumerate(calls):
+                if rc != 0:
+                    break
+                rt.event_record(events[i][0], stream)
+                rc = int(fn(*args))
+                rt.event_record(events[i][1], stream)
+                if rc == 0 and i + 1 < len(calls):
+                    rc = int(hash_fn(*links[i][0], handle)) or int(gen_fn(*links[i + 1][1], ctypes.c_int(0), handle))
+            rt.event_record(self.end, stream)
+            return rc
+
+        self.armed = {"calls": len(calls), "rc": 0, "steps": None, "error": None}
+        rt.device_synchronize()
+        if getattr(rt, "defers_gated_work", False):
+            self.armed["steps"] = steps
+            reply_once({"rc": 0, "last_error": 0, "last_error_name": "", "complete": True})
+            return
+        timer = threading.Timer(ARM_REPLY_AFTER_S, reply_once, args=(
+            {"rc": 0, "last_error": 0, "last_error_name": "", "complete": False},))
+        timer.start()
+        try:
+            rc = steps()
+        except RuntimeError as exc:           # CudaError
+            timer.cancel()
+            self.armed["error"] = str(exc)[:4000]
+            if reply_once({"error": str(exc)[:4000], "cuda_error": str(getattr(exc, "name", ""))[:120]}):
+                raise
+            return
+        timer.cancel()
+        err = rt.last_error() if rc != 0 else 0
+        self.armed["rc"] = rc
+        reply_once({"rc": rc, "last_error": err, "last_error_name": rt.error_name(err) if err else "",
+                    "complete": True})
+
+    def finish(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The armed window's end: every stream of this context synchronized; ``event_ms``: the
+        calls' own events summed (the chain's links between them left out), ``event_all_ms``: the
+        same plus whatever ran on after the last call, ``host_ms``: the host clock around the wait."""
+        rt, stream, armed = self.rt, self.stream, self.armed
+        self.armed = None
+        if armed is None:
+            return {"error": "finish without arm"}
+        if armed["error"]:
+            return {"error": armed["error"]}
+        t0 = time.perf_counter()
+        rc = armed["rc"]
+        if armed["steps"] is not None:
+            rc = armed["steps"]()
+        rt.device_synchronize()          # every stream of this context
+        rt.event_record(self.end_all, stream)
+        rt.stream_synchronize(stream)
+        t1 = time.perf_counter()
+        err = rt.last_error()
+        calls_ms = event_all_ms = 0.0
+        if rc == 0:
+            calls_ms = sum(rt.elapsed_ms(a, b) for a, b in self.call_events[:armed["calls"]])
+            event_all_ms = calls_ms + rt.elapsed_ms(self.end, self.end_all)
+        return {"rc": rc, "last_error": err, "last_error_name": rt.error_name(err) if err else "",
+                "event_ms": calls_ms, "event_all_ms": event_all_ms, "host_ms": (t1 - t0) * 1e3}
 
 
 def main(argv: list[str]) -> int:
@@ -231,8 +315,8 @@ def main(argv: list[str]) -> int:
         reply(msg, {"error": "protocol: the first command must be init", "confinement": _CONFINEMENT})
         return 3
     try:
-        runner = Runner(workdir)
-    except (OSError, RuntimeError) as exc:
+        runner = Runner(workdir, int(msg.get("gate_fd", -1)))
+    except (OSError, RuntimeError, ValueError) as exc:
         reply(msg, {"error": str(exc)[:4000], "confinement": _CONFINEMENT})
         return 3
     t_confine = time.perf_counter()
@@ -247,18 +331,34 @@ def main(argv: list[str]) -> int:
         if op == protocol.EXIT:
             reply(msg, {"ok": True})
             return 0
-        if op not in (protocol.PROBE, protocol.ATTACH, protocol.DETACH, protocol.CALL):
+        if op not in (protocol.PROBE, protocol.ATTACH, protocol.DETACH, protocol.CALL, protocol.ARM, protocol.FINISH):
             reply(msg, {"error": f"unknown op {op!r}"})
             return 5
+        replied = threading.Event()
+        lock = threading.Lock()
+
+        def reply_once(data: dict[str, Any], msg: dict[str, Any] = msg, replied: threading.Event = replied,
+                       lock: threading.Lock = lock) -> bool:
+            """Reply unless already replied (``arm``'s timer and its thread race); True if it did."""
+            with lock:
+                if replied.is_set():
+                    return False
+                replied.set()
+                reply(msg, data)
+                return True
+
         try:
+            if op == protocol.ARM:
+                runner.arm(msg, reply_once)
+                continue
             result = getattr(runner, op)(msg)
         except RuntimeError as exc:       # CudaError: a CUDA fault poisons the context, this process goes
-            reply(msg, {"error": str(exc)[:4000], "cuda_error": str(getattr(exc, "name", ""))[:120]})
+            reply_once({"error": str(exc)[:4000], "cuda_error": str(getattr(exc, "name", ""))[:120]})
             return 4
         except (OSError, ValueError, KeyError, AttributeError, TypeError) as exc:
-            reply(msg, {"error": f"{type(exc).__name__}: {exc}"[:4000]})
+            reply_once({"error": f"{type(exc).__name__}: {exc}"[:4000]})
             return 5
-        reply(msg, result)
+        reply_once(result)
     return 0
 
 

@@ -23,6 +23,10 @@ class CudaError(RuntimeError):
 
 
 class Runtime:
+    #: a "kernel" runs when launched, on the host: a chained window's steps, queued behind the gate
+    #: on a GPU, wait for ``finish`` instead (runner.Runner.arm)
+    defers_gated_work = True
+
     def __init__(self) -> None:
         self.blocks: dict[int, object] = {}
         self.maps: dict[int, mmap.mmap] = {}
@@ -80,6 +84,9 @@ class Runtime:
         ptr = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
         self.maps[ptr] = mapped
         return ptr
+
+    def map_host(self, ptr: int, nbytes: int) -> int:
+        return ptr                   # "device" memory is host memory
 
     def ipc_close(self, ptr: int) -> None:
         self.maps.pop(ptr, None)     # the mapping stays valid until garbage collected: no use-after-free here

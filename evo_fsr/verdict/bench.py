@@ -34,7 +34,7 @@ from .inputs import Slot, TimedInputs, make_case, reference, timed_case
 from .memory import TrustedMemory
 from .profile import FUSABLE_FLOOR_MS, CallTimes, batch_size
 from .timed_window import call_error, timed_batch
-from .chain import CHAIN_CALLS, CHAIN_LIB, chained_inputs, eligible
+from .chain import CHAIN_CALLS, CHAIN_LIB, chained_inputs, drawn_inputs, eligible
 from .validate import check_call
 from .windows import interleaved_windows
 
@@ -73,10 +73,13 @@ class ShapeBench:
     fast_twin: bool = False
     sweep: dict[str, dict[str, Any]] = field(default_factory=dict)   # distribution -> inputs (device)
 
-    def window_inputs(self, slots: list[Slot]) -> tuple[list[dict[str, Any]], bool]:
-        """Fresh inputs for a window on ``slots``, and whether it is chained (the first call's only)."""
-        chained = self.chained and len(slots) > 1
-        return [self.inputs.next() for _ in slots[:1 if chained else None]], chained
+    def window_inputs(self, slots: list[Slot]) -> tuple[list[dict[str, Any]], int | None]:
+        """Fresh inputs for a window on ``slots``, and its chain's seed where it is chained (None
+        otherwise): then the first call's inputs only, those the runner must draw from the seed."""
+        if self.chained and len(slots) > 1:
+            seed = secrets.randbits(64) | 1
+            return [drawn_inputs(self.inputs.task, seed, self.inputs.bases[0], self.inputs.xp)], seed
+        return [self.inputs.next() for _ in slots], None
 
     @property
     def candidate_slot(self) -> Slot:
@@ -300,15 +303,15 @@ class Workbench:
 
     def _twin_window(self, twin: RunnerProcess, bench: ShapeBench, timeout_s: float) -> CallTimes:
         slots = bench.candidate_slots[:max(1, bench.batch)]
-        inputs, chained = bench.window_inputs(slots)
+        inputs, chain_seed = bench.window_inputs(slots)
         reply, call, captured = timed_batch(twin, slots, "baseline", inputs, timeout_s, gate=self.gate,
-                                            chained=chained)
+                                            chain_seed=chain_seed)
         seed = f"chain twin ({self.task.chain_twin or 'configured'} seed)" if bench.fast_twin else "naive seed's twin"
         if call is None or captured is None:
             raise RuntimeError(f"the {seed} failed on {bench.shape.label}: {call_error(reply)}")
         mapped_files(twin.pid)          # as the candidate's memory map is read after each call
         xp = self.memory.xp
-        if chained:
+        if chain_seed is not None:
             inputs = chained_inputs(self.task, inputs[0], captured, xp)
         for values, taken in zip(inputs, captured):
             mismatch = check_call(self.task, taken, values, reference(self.task, values, bench.shape, xp),
@@ -322,8 +325,8 @@ class Workbench:
         """One timed window of the trusted baseline on the shape's batch of buffer sets (attached
         to ``runner``; ``calls``: the first so many, else the whole batch), each with fresh inputs."""
         slots = bench.baseline_slots[:calls or max(1, bench.batch)]
-        inputs, chained = bench.window_inputs(slots)
-        reply, call, _ = timed_batch(runner, slots, "baseline", inputs, timeout_s, gate=self.gate, chained=chained)
+        inputs, seed = bench.window_inputs(slots)
+        reply, call, _ = timed_batch(runner, slots, "baseline", inputs, timeout_s, gate=self.gate, chain_seed=seed)
         if call is None:
             raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
         return call

@@ -1,6 +1,6 @@
 """Chained windows: a launch-bound shape's calls timed many to a window, each call's inputs made
 on the GPU from a hash of the previous call's outputs, so that no call can start before the one
-ahead of it is done (``timed_window.timed_batch``, ``runner.Runner.call``).
+ahead of it is done (``timed_window.chained_window``, ``runner.Runner.arm``).
 
 Why.  A launch-bound shape (speed-of-light time under ``profile.FUSABLE_FLOOR_MS``: topk's and
 sort 2^20) was timed one call to a window, since a batch's k buffer sets all hold their inputs
@@ -25,21 +25,23 @@ bound binds as on any batched shape.  The runner times each call by its own pair
 the hash and the fill are outside the claims and inside the windows' overhead, which the twin
 measures running the same chain.
 
-The pace: each link holds the GPU for at least ``CHAIN_PACE_US``.  The runner issues a call and a
-link from Python in tens of us; were the GPU faster than that, a fast kernel's window would
-measure the host loop, not the kernels, and an honest kernel would be charged the difference.
-With the floor the host runs ahead and the GPU runs the window back to back.  (The first build,
-whose fill summed the hash's partials in one thread, took ~58 us a link on an H200 by accident,
-and was measured so: the v3 forgers claiming 50/20/2 % read x1.09/x1.05/x1.03 their honest twin,
-against x1.99/x5.11/x51.0 at one call a window, and the honest topk and sort seeds kept their
-credit within 4 %.)
-
-Open (thirty-third session, SECURITY.md): the links run in the candidate's process.  This library
-is loaded from its workdir at the first chained call, after its code has run, and loaded code can
-be patched in process; a forger that draws the inputs without the pace shortens each window by
-~63 x ``CHAIN_PACE_US`` (3.2 ms, more than topk's 64 calls), and its forged events then pass the
-window bound.  The fix to build: the whole chain enqueued before the window behind a gate the
-trusted side releases, no pace, minimal links.
+The gate (thirty-fourth session).  The whole chain is enqueued before the window opens: the
+trusted side poisons every slot, inputs included, flushes the L2 and sends ``arm``; the runner
+enqueues ``evo_fsr_chain_gate``, a one-thread kernel that spins on a word of a page the trusted side
+shares with it (a memfd, harness.py), then call 0's inputs drawn from that word, then every call,
+link and event, and replies.  The window opens when the trusted side writes a fresh random seed
+into the word (a host store: no trusted GPU work, so no hand-over between contexts until the
+copy-out), and closes once the runner has synchronized (``finish``) and the last outputs are
+copied.  The GPU runs the chain back to back, whatever the host's speed, so the links need no
+pace.  Nothing of the chain's inputs exists before the seed does: a runner that skips or forges
+the gate runs call 0 on other inputs, and is caught (call 0's inputs are checked bitwise against
+the draw of the seed).  What was open before (thirty-third session): the links ran in the
+candidate's process, from a host loop inside the window, with a 50 us pace a link so that the GPU
+and not the host set the window's length; a kernel that patched them to copies without the pace
+shortened each window by ~3 ms and its forged events read x3693 (suite v3,
+``forges_and_drops_the_chain_pace``, H200).  The links still run in the candidate's process and
+can still be replaced, but the room left is what a replacement can shave off a minimal hash and
+draw, a few us a link (SECURITY.md).
 
 Every input buffer must be float32 (uniform draws are valid inputs), with no ``inout`` buffer,
 and the task's inputs i.i.d. per element (``timed_inputs: mix``): ``eligible``.  The draws are
@@ -56,9 +58,11 @@ from ..tasks import Task
 CHAIN_LIB = "chain"
 #: calls in a chained window: enough that an overhead biased by ~150 us (H200) is ~2 us a call
 CHAIN_CALLS = 64
-#: the least a link (hash and draw) holds the GPU: longer than the runner's host loop takes to
-#: issue a call and a link (tens of us in Python), so the GPU sets the pace and the host runs ahead
-CHAIN_PACE_US = 50.0
+#: the gate's longest wait (the trusted side writes its seed within milliseconds of the reply to
+#: ``arm``; a gate never opened lets the chain run on a zero seed, which is caught, not hang)
+GATE_TIMEOUT_S = 30.0
+#: the bytes of the page the trusted side shares with a runner for the gate (harness.py)
+GATE_PAGE_BYTES = 4096
 
 _GOLD_OUT = 0x9E3779B97F4A7C15
 _GOLD_IN = 0xD1B54A32D192ED03
@@ -72,9 +76,24 @@ _COMMON = r"""
 
 _CUDA = _COMMON + r"""
 #define EVO_FSR_BLOCKS 128
-#define EVO_FSR_PACE_NS %PACE_NS%LL
+#define EVO_FSR_GATE_TIMEOUT_NS %GATE_NS%LL
 __device__ unsigned long long evo_fsr_partials[EVO_FSR_MAX_BUFFERS][EVO_FSR_BLOCKS];
+__device__ unsigned long long evo_fsr_seed;
 static int evo_fsr_hashed = 0;
+
+// the gate: one thread spins on the shared word (host memory mapped into the device) until the
+// trusted side writes its seed there, and keeps the seed for call 0's draw
+__global__ void evo_fsr_gate_kernel(const volatile unsigned long long* word, long long timeout_ns) {
+    unsigned long long t0, t, seen = *word;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    while (seen == 0ULL) {
+        __nanosleep(64);
+        seen = *word;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if ((long long)(t - t0) > timeout_ns) break;
+    }
+    evo_fsr_seed = seen;
+}
 
 __global__ void evo_fsr_hash_kernel(const unsigned* w, long long n, int b) {
     __shared__ unsigned long long part[256];
@@ -95,22 +114,21 @@ __global__ void evo_fsr_hash_kernel(const unsigned* w, long long n, int b) {
     if (threadIdx.x == 0) evo_fsr_partials[b][blockIdx.x] = part[0];
 }
 
-// the draw; block 0 of the last input's launch also holds the GPU for at least ``pace_ns`` from
-// its start (EVO_FSR_PACE_NS: the link's floor, chain.py's CHAIN_PACE_US)
-__global__ void evo_fsr_gen_kernel(float* x, long long n, int b, int hashed, long long pace_ns) {
+// the draw, from the hash of the previous call's outputs (every block sums the partials, mod 2^64
+// in any order) or, for a window's first call, from the gate's seed
+__global__ void evo_fsr_gen_kernel(float* x, long long n, int b, int hashed, int from_seed) {
     __shared__ unsigned long long part[256];
-    unsigned long long t0 = 0, t = 0;
-    if (pace_ns > 0 && blockIdx.x == 0 && threadIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    unsigned long long s = 0;               // the hash: every block sums the partials (mod 2^64, any order)
-    for (int j = threadIdx.x; j < hashed * EVO_FSR_BLOCKS; j += blockDim.x)
-        s += evo_fsr_partials[j / EVO_FSR_BLOCKS][j % EVO_FSR_BLOCKS];
+    unsigned long long s = 0;
+    if (!from_seed)
+        for (int j = threadIdx.x; j < hashed * EVO_FSR_BLOCKS; j += blockDim.x)
+            s += evo_fsr_partials[j / EVO_FSR_BLOCKS][j % EVO_FSR_BLOCKS];
     part[threadIdx.x] = s;
     __syncthreads();
     for (int r = blockDim.x / 2; r > 0; r >>= 1) {
         if (threadIdx.x < r) part[threadIdx.x] += part[threadIdx.x + r];
         __syncthreads();
     }
-    const unsigned long long h = part[0];
+    const unsigned long long h = from_seed ? evo_fsr_seed : part[0];
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         unsigned long long p = (unsigned long long)i + (unsigned long long)(b + 1) * 0xD1B54A32D192ED03ULL;
         EVO_FSR_MIX(p);
@@ -118,8 +136,12 @@ __global__ void evo_fsr_gen_kernel(float* x, long long n, int b, int hashed, lon
         EVO_FSR_MIX(p);
         x[i] = (float)(unsigned)(p >> 40) * (1.0f / 8388608.0f) - 1.0f;
     }
-    if (pace_ns > 0 && blockIdx.x == 0 && threadIdx.x == 0)
-        do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while ((long long)(t - t0) < pace_ns);
+}
+
+extern "C" int evo_fsr_chain_gate(const void* word, void* stream) {
+    evo_fsr_gate_kernel<<<1, 1, 0, (cudaStream_t)stream>>>((const volatile unsigned long long*)word,
+                                                           EVO_FSR_GATE_TIMEOUT_NS);
+    return (int)cudaGetLastError();
 }
 
 extern "C" int evo_fsr_chain_hash(void* const* outs, const long long* nbytes, int count, void* stream) {
@@ -130,12 +152,12 @@ extern "C" int evo_fsr_chain_hash(void* const* outs, const long long* nbytes, in
     return (int)cudaGetLastError();
 }
 
-extern "C" int evo_fsr_chain_gen(void* const* ins, const long long* nbytes, int count, void* stream) {
+extern "C" int evo_fsr_chain_gen(void* const* ins, const long long* nbytes, int count, int from_seed, void* stream) {
     for (int b = 0; b < count; ++b) {
         long long n = nbytes[b] / 4;
         int blocks = (int)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024);
         evo_fsr_gen_kernel<<<blocks < 1 ? 1 : blocks, 256, 0, (cudaStream_t)stream>>>(
-            (float*)ins[b], n, b, evo_fsr_hashed, b == count - 1 ? EVO_FSR_PACE_NS : 0LL);
+            (float*)ins[b], n, b, evo_fsr_hashed, from_seed);
     }
     return (int)cudaGetLastError();
 }
@@ -143,7 +165,18 @@ extern "C" int evo_fsr_chain_gen(void* const* ins, const long long* nbytes, int 
 
 # the fake device (CPU tests): the same arithmetic in host C on the mapped buffers
 _HOST = _COMMON + r"""
-static unsigned long long evo_fsr_h = 0;
+#include <time.h>
+static unsigned long long evo_fsr_h = 0, evo_fsr_seed = 0;
+
+/* the fake runner defers a chain's steps to ``finish`` (after the seed is written), so this
+   seldom waits; the bound keeps a gate never opened from hanging */
+int evo_fsr_chain_gate(const void* word, void* stream) {
+    const volatile unsigned long long* w = (const volatile unsigned long long*)word;
+    time_t t0 = time(0);
+    while (*w == 0ULL && time(0) - t0 < %GATE_S%) { }
+    evo_fsr_seed = *w;
+    return 0;
+}
 
 int evo_fsr_chain_hash(void* const* outs, const long long* nbytes, int count, void* stream) {
     unsigned long long sum = 0;
@@ -161,13 +194,14 @@ int evo_fsr_chain_hash(void* const* outs, const long long* nbytes, int count, vo
     return 0;
 }
 
-int evo_fsr_chain_gen(void* const* ins, const long long* nbytes, int count, void* stream) {
+int evo_fsr_chain_gen(void* const* ins, const long long* nbytes, int count, int from_seed, void* stream) {
+    const unsigned long long h = from_seed ? evo_fsr_seed : evo_fsr_h;
     for (int b = 0; b < count; ++b) {
         float* x = (float*)ins[b];
         for (long long i = 0; i < nbytes[b] / 4; ++i) {
             unsigned long long p = (unsigned long long)i + (unsigned long long)(b + 1) * 0xD1B54A32D192ED03ULL;
             EVO_FSR_MIX(p);
-            p ^= evo_fsr_h;
+            p ^= h;
             EVO_FSR_MIX(p);
             x[i] = (float)(unsigned)(p >> 40) * (1.0f / 8388608.0f) - 1.0f;
         }
@@ -182,8 +216,9 @@ def chain_source(task: Task, fake: bool = False) -> str:
     so it carries a ``launch`` of the task's signature, never called), or host C for the fake
     device."""
     if fake:
-        return _HOST
-    return _CUDA.replace("%PACE_NS%", str(int(CHAIN_PACE_US * 1000))) + f"\n{task.signature()} {{ return 0; }}\n"
+        return _HOST.replace("%GATE_S%", str(int(GATE_TIMEOUT_S)))
+    return (_CUDA.replace("%GATE_NS%", str(int(GATE_TIMEOUT_S * 1e9)))
+            + f"\n{task.signature()} {{ return 0; }}\n")
 
 
 def eligible(task: Task) -> bool:
@@ -230,10 +265,9 @@ def inputs_from_hash(xp: Any, h: int, sizes: list[int]) -> list[Any]:
     return made
 
 
-def expected_inputs(task: Task, previous: dict[str, Any], template: dict[str, Any], xp: Any) -> dict[str, Any]:
-    """The inputs a chained call must have run on: drawn from the hash of ``previous`` (the call
-    before it, its outputs as read back), shaped as ``template`` (the window's first inputs)."""
-    h = output_hash(xp, [previous[a.name] for a in task.args if a.role == "output"])
+def drawn_inputs(task: Task, h: int, template: dict[str, Any], xp: Any) -> dict[str, Any]:
+    """``template`` (an input set of the shape) with every input drawn from ``h`` as
+    ``evo_fsr_chain_gen`` draws it: a window's first call's from the gate's seed."""
     ins = [a.name for a in task.args if a.role == "input"]
     drawn = inputs_from_hash(xp, h, [int(template[name].size) for name in ins])
     made = dict(template)
@@ -242,11 +276,18 @@ def expected_inputs(task: Task, previous: dict[str, Any], template: dict[str, An
     return made
 
 
+def expected_inputs(task: Task, previous: dict[str, Any], template: dict[str, Any], xp: Any) -> dict[str, Any]:
+    """The inputs a chained call must have run on: drawn from the hash of ``previous`` (the call
+    before it, its outputs as read back), shaped as ``template`` (the window's first inputs)."""
+    h = output_hash(xp, [previous[a.name] for a in task.args if a.role == "output"])
+    return drawn_inputs(task, h, template, xp)
+
+
 def chained_inputs(task: Task, first: dict[str, Any], captured: list[dict[str, Any]], xp: Any) -> list[dict[str, Any]]:
-    """Every call's inputs in a chained window: ``first`` (the trusted side's), then each drawn
+    """Every call's inputs in a chained window: ``first`` (drawn from the trusted seed), then each drawn
     from the outputs of the call before it as read back (``captured``, one per call)."""
     return [first, *(expected_inputs(task, taken, first, xp) for taken in captured[:-1])]
 
 
-__all__ = ["CHAIN_CALLS", "CHAIN_LIB", "chain_source", "chained_inputs", "eligible", "expected_inputs",
-           "inputs_from_hash", "output_hash"]
+__all__ = ["CHAIN_CALLS", "CHAIN_LIB", "GATE_PAGE_BYTES", "GATE_TIMEOUT_S", "chain_source", "chained_inputs",
+           "drawn_inputs", "eligible", "expected_inputs", "inputs_from_hash", "output_hash"]

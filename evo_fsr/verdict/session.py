@@ -151,11 +151,11 @@ class Session(TimingStage):
         return times, captured[0]
 
     def _timed(self, slots: list[Any], inputs: list[dict[str, Any]], command_s: float,
-               flush: bool = True, chained: bool = False) -> tuple[Any, list[dict[str, Any]]]:
+               flush: bool = True, chain_seed: int | None = None) -> tuple[Any, list[dict[str, Any]]]:
         timeout = self._timeout(command_s)
         try:
             reply, times, captured = timed_batch(self.runner, slots, "candidate", inputs, timeout, flush=flush,
-                                                 gate=self.bench.gate, chained=chained)
+                                                 gate=self.bench.gate, chain_seed=chain_seed)
         except RunnerTimeout:
             if timeout < command_s:
                 raise Stop(Verdict(Status.TIMEOUT, f"timeout: wall-clock budget of {self.cfg.candidate_budget_s:g} "

@@ -5,6 +5,7 @@ went wrong in a call's reply (``call_error``).  The window is the bound on a run
 (profile.py); what fills it is chosen by the workbench (bench.py) and the session (session.py)."""
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable
 
@@ -12,10 +13,12 @@ from ..runner.harness import RunnerProcess
 from .inputs import Slot
 from .profile import CallTimes
 
+log = logging.getLogger(__name__)
+
 
 def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list[dict[str, Any]],
                 timeout_s: float, flush: bool = True, gate: Callable[[], None] | None = None,
-                chained: bool = False) -> tuple[dict[str, Any], CallTimes | None, list[dict[str, Any]] | None]:
+                chain_seed: int | None = None) -> tuple[dict[str, Any], CallTimes | None, list[dict[str, Any]] | None]:
     """Load each slot's inputs, flush the L2 (trusted side), have ``runner`` call ``lib`` on the
     slots one after the other, copy every output out.  The trusted window runs from the moment
     the first inputs start to become visible to the runner (work done by anything of the
@@ -35,22 +38,19 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     kernel): the overhead's drift, which the window bound cannot tell from escaped work, scales
     with it.
 
-    ``chained``: a chained window (chain.py): ``inputs`` holds the first call's only, the other
-    slots are poisoned before the window, inputs included, and the runner draws each call's inputs
-    from the one before; only the last call's outputs are copied inside the window.
+    ``chain_seed``: a chained window (``chained_window``).
 
     ``gate`` (the workbench's ``gpu_idle.IdleGate``) runs before the window opens: it waits until
     no other context has work on the GPU (a candidate's kernel queued after its runner's last
     synchronize would otherwise run into this window), or raises ``gpu_idle.GpuBusy``."""
+    if chain_seed is not None:
+        return chained_window(runner, slots, lib, chain_seed, timeout_s, gate)
     memory = slots[0].memory
-    linked = slots[1:] if chained else []
-    for slot in linked:             # a chained call's buffers: poisoned before the window opens
-        slot.poison()
     memory.synchronize()
     if gate is not None:
         gate()
     start = time.perf_counter()
-    for slot, values in zip(slots[:len(slots) - len(linked)], inputs, strict=True):
+    for slot, values in zip(slots, inputs, strict=True):
         slot.load(values, wait=False)
     if flush:
         memory.flush_l2()           # after the loads on the same stream; it waits
@@ -59,20 +59,64 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     message: dict[str, Any] = {"op": "call", "slot": slots[0].name, "lib": lib, "scalars": slots[0].scalars}
     if len(slots) > 1:
         message["more"] = [slot.name for slot in slots[1:]]
-    if chained:
-        message["chain"] = True
     sent = time.perf_counter()
     reply = runner.send(message, timeout_s)
     replied = time.perf_counter()
     if "error" in reply or reply["rc"] != 0 or reply["last_error"] != 0:
         return reply, None, None
-    # a chained window's outputs but the last are copied after it: each was hashed into the next
-    # call's inputs, so one changed after the hand-over is caught (chain.py), and the window holds
-    # no trusted work that grows with its calls (whose noise would be a forger's room)
-    captured: list[dict[str, Any]] = [{} for _ in linked] + [slot.take_outputs() for slot in slots[len(linked):]]
+    captured = [slot.take_outputs() for slot in slots]
     memory.synchronize()
     window_ms = (time.perf_counter() - start) * 1e3
     runner.settle()                 # stopped since its reply (harness.py): nothing of it runs from here on
+    for taken, slot in zip(captured, slots):
+        taken.update(slot.take_inputs())
+    memory.synchronize()
+    return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
+                            window_ms, calls=len(slots), prep_ms=(sent - start) * 1e3,
+                            send_ms=(replied - sent) * 1e3), captured
+
+
+def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int, timeout_s: float,
+                   gate: Callable[[], None] | None = None
+                   ) -> tuple[dict[str, Any], CallTimes | None, list[dict[str, Any]] | None]:
+    """A chained window (chain.py), enqueued whole before it opens.  Every slot is poisoned,
+    inputs included, the L2 flushed, the gate's word zeroed, and the runner ``arm``-ed: it
+    enqueues the gate, call 0's draw from the word, and every call, link and event.  The window
+    opens when the trusted side writes ``seed`` into the word (a host store: nothing of the trusted
+    side runs on the GPU until the copy-out), and closes once the runner has synchronized
+    (``finish``) and the last call's outputs are copied; the other calls' outputs are copied after
+    it (each was hashed into the next call's inputs, so one changed after the hand-over is caught,
+    and the window holds no trusted work that grows with its calls).  The caller checks call 0's
+    inputs against the draw of ``seed`` (``chain.drawn_inputs``): a runner that ran its chain
+    before the window, past the gate, drew them from another word."""
+    memory = slots[0].memory
+    for slot in slots:
+        slot.poison()
+    memory.synchronize()
+    if gate is not None:
+        gate()
+    memory.flush_l2()
+    runner.set_gate(0)
+    message: dict[str, Any] = {"op": "arm", "slot": slots[0].name, "lib": lib, "scalars": slots[0].scalars,
+                               "more": [slot.name for slot in slots[1:]]}
+    armed = runner.send(message, timeout_s)
+    runner.settle()                 # nothing of the runner's host runs as the window opens
+    start = time.perf_counter()
+    runner.set_gate(seed)           # opened in every case: a gate left closed would hold the GPU
+    if "error" in armed or armed["rc"] != 0 or armed["last_error"] != 0:
+        return armed, None, None
+    if not armed["complete"]:
+        log.warning("a chained window of %d calls was not all enqueued within the arm's reply; the rest is "
+                    "enqueued inside the window", len(slots))
+    sent = time.perf_counter()
+    reply = runner.send({"op": "finish"}, timeout_s)
+    replied = time.perf_counter()
+    if "error" in reply or reply["rc"] != 0 or reply["last_error"] != 0:
+        return reply, None, None
+    captured: list[dict[str, Any]] = [{} for _ in slots[:-1]] + [slots[-1].take_outputs()]
+    memory.synchronize()
+    window_ms = (time.perf_counter() - start) * 1e3
+    runner.settle()
     for taken, slot in zip(captured, slots):
         if not taken:
             taken.update(slot.take_outputs())

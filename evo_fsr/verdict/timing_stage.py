@@ -151,9 +151,9 @@ class TimingStage:
                         first_call: bool = False) -> profile.CallTimes:
         """One timed window of ``len(slots)`` calls, each with fresh inputs, each checked (a
         chained window's: each call's inputs as the chain must have drawn them, chain.py)."""
-        inputs, chained = sb.window_inputs(slots)
-        times, captured = self._timed(slots, inputs, command_s, chained=chained)
-        if chained:
+        inputs, seed = sb.window_inputs(slots)
+        times, captured = self._timed(slots, inputs, command_s, chain_seed=seed)
+        if seed is not None:
             inputs = chained_inputs(self.task, inputs[0], captured, xp)
         with self.stages.stage("timed_check"):
             for values, taken in zip(inputs, captured):
@@ -163,8 +163,10 @@ class TimingStage:
         if mismatch is None:
             return times
         if mismatch.output.startswith("input:"):
-            raise Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape: {mismatch.describe()}",
-                                "wrong:input-modified", mismatch))
+            what = ("a chained call ran on other inputs than the chain drew for it (from the window's seed or "
+                    "the previous call's outputs: a call run before its window, or its inputs changed)"
+                    if seed is not None else "wrong result on a benchmark shape")
+            raise Stop(Verdict(Status.WRONG, f"{what}: {mismatch.describe()}", "wrong:input-modified", mismatch))
         if first_call:
             raise Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape: {mismatch.describe()}",
                                 "wrong:benchmark-shape", mismatch))

@@ -34,7 +34,7 @@ import functools
 from dataclasses import dataclass
 
 from evo_fsr.tasks import get_task
-from evo_fsr.verdict.chain import CHAIN_PACE_US, chain_source
+from evo_fsr.verdict.chain import chain_source
 
 from .cases_v2_blocks import (MAX_SPEEDUP_OVER_HONEST, NO_SPEEDUP, OK, POSIX, REJECTED, SPIN,  # noqa: F401
                               CaseV2, honest_source, wrap)
@@ -78,15 +78,9 @@ HOLE_SLACK_UNBATCHED = (
     "x1.33/x2.0/x5.0/x50.8 their honest twin.  Chained windows (verdict/chain.py, EvalConfig.chain_windows) "
     "close it where they apply (H200, thirty-second session: all four forgers x0.20 their honest twin), "
     "with a pool as fast as the candidate (thirty-third session: against the naive twin's pool, 100-300 us "
-    "a window high, the 75 % claim escaped in 2 of 9 judgements; task.yaml chain_twin, not yet GPU-run); "
+    "a window high, the 75 % claim escaped in 2 of 9 judgements; task.yaml chain_twin: charged in 10 of 10 "
+    "on an H200, thirty-fourth session, with the chain enqueued behind a gate); "
     "it stays open with them off and on a task chain.eligible refuses (non-float inputs)")
-HOLE_CHAIN_LINKS = (
-    "verdict/chain.py's links (the hash, the draw and the 50 us pace between chained calls) run in the candidate's "
-    "process from chain.so (loaded from the candidate's writable workdir at the first chained call, and patchable "
-    "in process once loaded); a kernel that makes those entry points jump to its own copies, drawing the same "
-    "inputs without the pace, shortens each window by ~63 x 50 us, more than topk's 64 calls, "
-    "and its forged events then pass the window bound (thirty-third session, found in review; SECURITY.md: "
-    "the whole chain enqueued before the window behind a trusted gate, no pace, is the fix to build)")
 HOLE_FAST_MATH = (
     "monte_carlo/task.yaml requires 'the accurate math functions (expf, cosf ...)'; its forbidden_ptx "
     "rule refuses cos.approx and sin.approx (__cosf, __sinf), but the accurate expf also ends in "
@@ -440,15 +434,25 @@ def forgery_cases() -> list[CaseV3]:
                       unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
                       x86_only=True)
 
-    # the chain library's own source with no pace, minus its dummy launch (this source has the real one)
+    # the chain library's own source, its three entry points renamed (adv_*), minus its dummy launch
+    # (this source has the real one); ``gate``: the gate kernel's body instead of the real one's
     topk = get_task("topk")
-    own_chain = chain_source(topk).replace(f"{int(CHAIN_PACE_US * 1000)}LL", "0LL").replace(
-        f"\n{topk.signature()} {{ return 0; }}\n", "\n")
-    assert "return 0; }" not in own_chain.splitlines()[-1] and "EVO_FSR_PACE_NS 0LL" in own_chain
-    swap = r'''
+
+    def own_chain(gate: str = "") -> str:
+        source = (chain_source(topk).replace(f"\n{topk.signature()} {{ return 0; }}\n", "\n")
+                  .replace("evo_fsr_chain_gate(", "adv_chain_gate(").replace("evo_fsr_chain_hash(", "adv_chain_hash(")
+                  .replace("evo_fsr_chain_gen(", "adv_chain_gen("))
+        assert source.count("adv_chain_") == 3 and "return 0; }" not in source.splitlines()[-1]
+        if gate:
+            head = "__global__ void evo_fsr_gate_kernel(const volatile unsigned long long* word, long long timeout_ns) {"
+            start = source.index(head)
+            end = source.index("\n}\n", start) + 3
+            source = source[:start] + head + "\n" + gate + "\n}\n" + source[end:]
+        return source
+
+    swap = r"""
 // the runner's chain library (loaded RTLD_LOCAL, wherever it lies) found among the loaded objects,
-// and its two entry points patched to jump to this library's copies of them, which draw the same
-// inputs with no pace:  movabs rax, target ; jmp rax
+// and its three entry points patched to jump to this library's copies:  movabs rax, target ; jmp rax
 struct adv_phdr_info { unsigned long addr; const char* name; };
 extern "C" int adv_dl_iterate_phdr(int (*)(adv_phdr_info*, unsigned long, void*), void*) __asm__("dl_iterate_phdr");
 extern "C" int adv_dlclose(void*) __asm__("dlclose");
@@ -465,29 +469,44 @@ static int adv_find_links(adv_phdr_info* info, unsigned long, void*) {
     if (adv_links_patched || !info->name || !info->name[0]) return 0;
     void* h = adv_dlopen(info->name, 4 | 1);            // RTLD_NOLOAD | RTLD_LAZY: only if loaded
     if (!h) return 0;
+    void* gate = adv_dlsym(h, "evo_fsr_chain_gate");
     void* hash = adv_dlsym(h, "evo_fsr_chain_hash");
     void* gen = adv_dlsym(h, "evo_fsr_chain_gen");
-    if (hash && gen && gen != (void*)&evo_fsr_chain_gen && adv_jump(hash, (void*)&evo_fsr_chain_hash)
-        && adv_jump(gen, (void*)&evo_fsr_chain_gen)) {
+    if (gate && hash && gen && adv_jump(gate, (void*)&adv_chain_gate) && adv_jump(hash, (void*)&adv_chain_hash)
+        && adv_jump(gen, (void*)&adv_chain_gen)) {
         adv_links_patched = 1;
-        printf("adv-chain: %s now runs this library's links (no pace)\n", info->name);
+        printf("adv-chain: %s now runs this library's gate, hash and draw\n", info->name);
         fflush(stdout);
     }
     adv_dlclose(h);
     return 0;
 }
-'''
-    chain_forger = FORGE.replace("#define ADV_FRACTION 0.75f", "#define ADV_FRACTION 0.02f") + own_chain + swap
+"""
+    chain_forger = FORGE.replace("#define ADV_FRACTION 0.75f", "#define ADV_FRACTION 0.02f") + own_chain() + swap
     chain_body = "    if (!adv_links_patched) adv_dl_iterate_phdr(adv_find_links, 0);\n" + body
+    # a gate that does not wait: the chain runs as the runner enqueues it, before the window, on a
+    # seed of its own
+    early_gate = "    (void)word; (void)timeout_ns; evo_fsr_seed = 0x5EEDULL;"
+    early = "#include <cstdio>\n#include <cstring>\n" + own_chain(early_gate) + swap
+    early_body = "    if (!adv_links_patched) adv_dl_iterate_phdr(adv_find_links, 0);\n    return HONEST;"
 
     return [
-        CaseV3("forges_and_drops_the_chain_pace", "topk", "forgery",
+        CaseV3("forges_and_runs_the_chain_links_itself", "topk", "forgery",
                wrap("topk", chain_body, POSIX + chain_forger, seed="radix_select"), NO_SPEEDUP,
                "the 2 % forger below, which also patches the runner's chain library once it is loaded (its "
-               "first chained window): verdict/chain.py's hash and draw jump to this source's copies of them with "
-               "the pace taken out, so each of its chained windows is ~3 ms shorter than the pool's, and the "
-               "window less the pool's overhead falls below its claim",
-               honest="seed:radix_select", evidence=("adv-forge:", "adv-chain:"), hole=HOLE_CHAIN_LINKS,
+               "first chained window): verdict/chain.py's gate, hash and draw jump to this source's copies. "
+               "Before the gated chain (thirty-third session) the links ran from a host loop in the window with "
+               "a 50 us pace, and copies without the pace read x3693.17 (H200); with the chain enqueued before "
+               "the window there is no pace to drop, and its forged events must be charged like the others'",
+               honest="seed:radix_select", evidence=("adv-forge:", "adv-chain:"),
+               unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
+               x86_only=True),
+        CaseV3("runs_the_chain_past_its_gate", "topk", "forgery",
+               wrap("topk", early_body, POSIX + early, seed="radix_select"), REJECTED,
+               "the honest radix select, whose copy of the chain's gate does not wait for the trusted side's seed: "
+               "the whole chained window runs as the runner enqueues it, before the window opens, on inputs "
+               "drawn from a seed of its own. Call 0's inputs are checked against the draw of the window's seed",
+               codes=("wrong:input-modified",), evidence=("adv-chain:",),
                unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
                x86_only=True),
         forger("forges_within_one_slack_on_an_unbatched_shape", "0.75f",

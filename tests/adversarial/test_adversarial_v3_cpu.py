@@ -56,10 +56,12 @@ NEEDLES = {
     "pdl_overlaps_the_calls_of_a_batch": ("cudaLaunchAttributeProgrammaticStreamSerialization",
                                           "griddepcontrol.launch_dependents"),
     "hogs_the_interleaved_baseline_via_proc": ("adv_hog_start()", "/proc/%d/stat", "cudaStreamQuery(s)"),
-    "forges_and_drops_the_chain_pace": ("adv_dl_iterate_phdr(adv_find_links, 0)", "EVO_FSR_PACE_NS 0LL",
-                                        '"evo_fsr_chain_gen"', "adv_jump(gen, (void*)&evo_fsr_chain_gen)",
-                                        "cudaEventElapsedTime", "adv_mprotect", "ADV_FRACTION 0.02f",
-                                        'extern "C" int evo_fsr_chain_gen('),
+    "forges_and_runs_the_chain_links_itself": ("adv_dl_iterate_phdr(adv_find_links, 0)", '"evo_fsr_chain_gate"',
+                                               "adv_jump(gen, (void*)&adv_chain_gen)", "cudaEventElapsedTime",
+                                               "adv_mprotect", "ADV_FRACTION 0.02f", 'extern "C" int adv_chain_gen(',
+                                               "while (seen == 0ULL)"),
+    "runs_the_chain_past_its_gate": ("adv_dl_iterate_phdr(adv_find_links, 0)", "evo_fsr_seed = 0x5EEDULL;",
+                                     "adv_jump(gate, (void*)&adv_chain_gate)", 'extern "C" int adv_chain_gate('),
     "forges_within_one_slack_on_an_unbatched_shape": ("cudaEventElapsedTime", "adv_mprotect", "%%globaltimer",
                                                       "ADV_FRACTION 0.75f", "topk_radix"),
     "forges_half_its_time_on_an_unbatched_shape": ("cudaEventElapsedTime", "adv_mprotect", "%%globaltimer",
@@ -115,7 +117,7 @@ def test_v3_declarations_hold_together() -> None:
     v2_names = {c.name for c in v2.build_cases()}
     names = [c.name for c in CASES]
     assert len(names) == len(set(names)) and not set(names) & v2_names, "v3 names must be new"
-    assert len(CASES) <= 16      # fifteen, and the chain-link forger of the thirty-third session's review
+    assert len(CASES) <= 17      # fifteen, the chain-link forger and the chain run past its gate (thirty-fourth session)
     for mechanism in v3.MECHANISMS:
         assert any(c.mechanism == mechanism for c in CASES), f"no case of class {mechanism}"
     for c in CASES:

@@ -134,16 +134,22 @@ def test_a_chained_shape_is_calibrated_by_the_chain_twin(evaluator):
         ev.close()
 
 
-def _links_patched_source() -> str:
-    """An honest relu that, once the runner has loaded the chain library, makes its two entry points
-    jump to copies of them in this library (the fake device's host-C chain, renamed, counting)."""
+def _links_patched_source(gate_body: str = "") -> str:
+    """An honest relu that, once the runner has loaded the chain library, makes its three entry
+    points jump to copies of them in this library (the fake device's host-C chain, renamed, the
+    draws counted).  ``gate_body``: the copied gate's body instead (C; ``word`` is the gate's word)."""
     from evo_fsr.verdict.chain import chain_source
 
     own = (chain_source(get_task("relu"), fake=True).replace("evo_fsr_chain_hash", "adv_hash")
-           .replace("evo_fsr_chain_gen", "adv_gen").replace("evo_fsr_h", "adv_h")
+           .replace("evo_fsr_chain_gen", "adv_gen").replace("evo_fsr_chain_gate", "adv_gate")
+           .replace("evo_fsr_h", "adv_h").replace("evo_fsr_seed", "adv_seed")
            .replace("    for (int b = 0; b < count; ++b) {\n        float* x", "    ++adv_links;\n"
                     "    for (int b = 0; b < count; ++b) {\n        float* x", 1))
     assert "++adv_links;" in own
+    if gate_body:
+        start = own.index("int adv_gate(const void* word, void* stream) {")
+        end = own.index("\n}\n", start) + 3
+        own = own[:start] + "int adv_gate(const void* word, void* stream) {\n" + gate_body + "\n}\n" + own[end:]
     return r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -169,7 +175,10 @@ static int adv_find_links(struct dl_phdr_info* info, size_t size, void* data) {
     if (!h) return 0;
     void* hash = dlsym(h, "evo_fsr_chain_hash");
     void* gen = dlsym(h, "evo_fsr_chain_gen");
-    if (hash && gen && adv_jump(hash, (void*)&adv_hash) && adv_jump(gen, (void*)&adv_gen)) adv_patched = 1;
+    void* gate = dlsym(h, "evo_fsr_chain_gate");
+    if (hash && gen && gate && adv_jump(hash, (void*)&adv_hash) && adv_jump(gen, (void*)&adv_gen)
+        && adv_jump(gate, (void*)&adv_gate))
+        adv_patched = 1;
     dlclose(h);
     return 0;
 }
@@ -188,16 +197,27 @@ int launch(const float* x, float* y, int n, void* stream) {
 
 @pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="the patch is x86-64 code")
 def test_a_candidate_can_run_the_chain_links_itself(chained):
-    """The precondition of SECURITY.md's open chain-link hole: the links between chained calls run
-    in the candidate's process, and a candidate can make the runner's chain library jump to code of
-    its own (here: the same hash and draw, counted) without being caught, since the inputs it draws
-    are right.  On a GPU, copies without the 50 us pace shorten a window by ~3 ms (suite v3's
-    forges_and_drops_the_chain_pace).  This test fails once the links can no longer be replaced
-    from the candidate's process (the fix: the chain enqueued before the window, behind a trusted
-    gate); then it should assert the rejection instead."""
+    """The chain's links run in the candidate's process (SECURITY.md), and a candidate can make the
+    runner's chain library jump to code of its own (here: the same gate, hash and draw, counted)
+    without being caught, since the inputs it draws are right.  Nothing is gained by it since the
+    chain is enqueued before its window behind the gate, with no pace (verdict/chain.py): the room
+    left is what a copy can shave off a minimal hash and draw.  Fails if the patch stops working
+    (then this test should say what stopped it) or if a faithful copy is rejected."""
     result = judge(chained, _links_patched_source())
     assert result.status is Status.OK, result.summary
     assert "adv-chain:" in result.log("run"), result.log("run")[-2000:]
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="the patch is x86-64 code")
+def test_a_chain_run_past_its_gate_is_caught(chained):
+    """A candidate whose gate does not wait for the trusted side's seed (here: its copy of the gate
+    keeps a seed of its own) runs its chain on inputs it could know before the window opened, and
+    is rejected: call 0's inputs are checked bitwise against the draw of the window's seed.  Fails
+    if the first call's inputs are loaded by the trusted side, or drawn from anything the runner
+    knows before the window."""
+    result = judge(chained, _links_patched_source("    (void)word; adv_seed = 0x5EEDULL; return 0;"))
+    assert result.status is Status.WRONG and result.reason == "wrong:input-modified", result.summary
+    assert "chain" in result.summary, result.summary
 
 
 def test_calls_computed_ahead_fail_a_chained_window(chained, batched):

@@ -47,3 +47,21 @@ def test_init_and_attach_replies_need_ok() -> None:
     with pytest.raises(ProtocolError):
         check_reply({"op": "init", "id": 5}, {"op": "init", "id": 5, "ok": True, "startup_ms": {"a": "slow"}})
     assert check_reply({"op": "attach", "id": 5}, {"op": "attach", "id": 5, "ok": True})
+
+
+def test_arm_and_finish_replies_are_checked() -> None:
+    """A chained window's two replies (verdict/chain.py): ``arm`` must say whether all was enqueued,
+    ``finish`` carries a call's times and is held to the same schema."""
+    arm = {"op": "arm", "id": 7}
+    good_arm = {"op": "arm", "id": 7, "rc": 0, "last_error": 0, "last_error_name": "", "complete": True}
+    assert check_reply(arm, dict(good_arm)) == good_arm
+    for bad in ({k: v for k, v in good_arm.items() if k != "complete"}, {**good_arm, "complete": "yes"},
+                {**good_arm, "rc": "0"}, {**good_arm, "op": "call"}):
+        with pytest.raises(ProtocolError):
+            check_reply(arm, bad)
+    finish = {"op": "finish", "id": 8}
+    good_finish = {**GOOD, "op": "finish", "id": 8}
+    assert check_reply(finish, dict(good_finish)) == good_finish
+    for bad in ({**good_finish, "event_all_ms": 0.5}, {k: v for k, v in good_finish.items() if k != "host_ms"}):
+        with pytest.raises(ProtocolError):
+            check_reply(finish, bad)

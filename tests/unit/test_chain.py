@@ -33,8 +33,10 @@ def host_chain():
 
 def _pointers(arrays):
     return ((ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays]),
-            (ctypes.c_longlong * len(arrays))(*[a.nbytes for a in arrays]), ctypes.c_int(len(arrays)),
-            ctypes.c_void_p(0))
+            (ctypes.c_longlong * len(arrays))(*[a.nbytes for a in arrays]), ctypes.c_int(len(arrays)))
+
+
+STREAM = ctypes.c_void_p(0)
 
 
 def test_the_library_and_the_trusted_reproduction_agree(host_chain):
@@ -42,8 +44,8 @@ def test_the_library_and_the_trusted_reproduction_agree(host_chain):
     values = rng.standard_normal(513).astype(np.float32)
     indices = rng.integers(0, 1 << 30, 513).astype(np.int32)
     x, z = np.full(4097, np.nan, np.float32), np.full(7, np.nan, np.float32)
-    assert host_chain.evo_fsr_chain_hash(*_pointers([values, indices])) == 0
-    assert host_chain.evo_fsr_chain_gen(*_pointers([x, z])) == 0
+    assert host_chain.evo_fsr_chain_hash(*_pointers([values, indices]), STREAM) == 0
+    assert host_chain.evo_fsr_chain_gen(*_pointers([x, z]), ctypes.c_int(0), STREAM) == 0
     h = chain.output_hash(np, [values, indices])
     want_x, want_z = chain.inputs_from_hash(np, h, [x.size, z.size])
     assert want_x.dtype == np.float32 and np.array_equal(want_x.view(np.uint32), x.view(np.uint32))
@@ -51,6 +53,33 @@ def test_the_library_and_the_trusted_reproduction_agree(host_chain):
     # uniform in [-1, 1), finite, no -0.0, and not all alike
     assert np.isfinite(x).all() and x.min() >= -1.0 and x.max() < 1.0 and not np.signbit(x[x == 0]).any()
     assert len(np.unique(x)) > 4000 and abs(float(x.mean())) < 0.1
+
+
+def test_the_first_call_is_drawn_from_the_seed_the_gate_saw(host_chain):
+    """Call 0's inputs come from the word the trusted side writes as the window opens (the gate's
+    seed), not from the last hash: a window's chain must not start before that word exists."""
+    word = np.zeros(1, np.uint64)
+    word[0] = 0x1234_5678_9ABC_DEF1
+    assert host_chain.evo_fsr_chain_gate(ctypes.c_void_p(word.ctypes.data), STREAM) == 0
+    values = np.arange(64, dtype=np.float32)
+    assert host_chain.evo_fsr_chain_hash(*_pointers([values]), STREAM) == 0     # a hash taken since
+    x = np.full(1000, np.nan, np.float32)
+    assert host_chain.evo_fsr_chain_gen(*_pointers([x]), ctypes.c_int(1), STREAM) == 0
+    template = {"x": np.zeros(1000, np.float32)}
+    want = chain.drawn_inputs(get_task("topk"), int(word[0]), template, np)["x"]
+    assert np.array_equal(want.view(np.uint32), x.view(np.uint32))
+    other = chain.drawn_inputs(get_task("topk"), int(word[0]) ^ 2, template, np)["x"]
+    assert not np.array_equal(other, x)
+    y = np.full(1000, np.nan, np.float32)                           # not from the seed: from the hash
+    assert host_chain.evo_fsr_chain_gen(*_pointers([y]), ctypes.c_int(0), STREAM) == 0
+    assert np.array_equal(chain.inputs_from_hash(np, chain.output_hash(np, [values]), [1000])[0], y)
+
+
+def test_the_cuda_library_has_the_gate_and_no_pace():
+    """The CUDA chain: the gate spins on the shared word with a bound, the draw has no pace."""
+    source = chain.chain_source(get_task("topk"))
+    assert "evo_fsr_chain_gate" in source and "globaltimer" in source and "EVO_FSR_PACE" not in source
+    assert f"{int(chain.GATE_TIMEOUT_S * 1e9)}LL" in source
 
 
 def test_every_output_word_and_its_place_move_the_hash():
