@@ -23,6 +23,8 @@
 #   [REPS=3] scripts/gpu_checks.sh chain_first  # topk's 75 % forger judged first by fresh chained
 #                                      # evaluators, the pool taken by the chain twin and by the naive
 #                                      # seed's (probe_chain_first.py), then suite v3 (~5 min)
+#   scripts/gpu_checks.sh chain_links  # what a chained window's links cost beside the seed's calls:
+#                                      # the room of a forger that replaces them (probe_chain_links.py, ~1 min)
 #   scripts/gpu_checks.sh flush        # what each L2 flush leaves behind (probe_flush.py), and a
 #                                      # 1 us forger against its honest twin per flush (probe_forger.py)
 #   [TASKS="a b" TRIALS=30 LIMIT_S=500] scripts/gpu_checks.sh library   # families against the library,
@@ -139,6 +141,11 @@ chain_first)
         | tee "$out/chain_first_naive.log" | grep "^rep\|pool n="
     step "suite v3"; timeout 170 $P -s -rxX tests/adversarial/test_adversarial_v3_gpu.py > "$out/adv3.log" 2>&1
     grep -A14 "v3 verdicts:" "$out/adv3.log" | cut -c1-130; tail -n 1 "$out/adv3.log"
+    ;;
+chain_links)
+    step "the links of a chained window against the calls they join (topk, sort)"
+    timeout 200 python3 scripts/probe_chain_links.py ${TASKS:-topk sort} --trials "${TRIALS:-20}" 2>&1 | grep -v Warning \
+        | tee "$out/probe_chain_links.log" | tail -n 20
     ;;
 twin_length)
     step "one call a window against chained windows: overheads, forgers"

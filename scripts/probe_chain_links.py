@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Run on a GPU host: what the links of a chained window cost beside the calls they join.
+
+    python3 scripts/probe_chain_links.py [TASK ...] [--trials 20] [--shapes quick]
+
+A chained window (verdict/chain.py) holds ``CHAIN_CALLS`` calls and, between two of them, a link:
+``evo_fsr_chain_hash`` over the call's outputs and ``evo_fsr_chain_gen`` drawing the next call's
+inputs.  The links run in the candidate's process and are inside the window's overhead, which the
+calibration pool measures running the same chain; a candidate that replaced them with faster code
+of its own (it can: SECURITY.md) could claim, at most, what it saves on them.  This measures that
+room, in one process, with CUDA events on one stream, interleaved trial by trial:
+
+- ``calls``: the seed's CHAIN_CALLS calls back to back (no links);
+- ``links``: CHAIN_CALLS - 1 links back to back (no calls);
+- ``chained``: calls and links alternating, as in a chained window.
+
+Per shape it prints each median per call, and the links' share of a chained call: the most a
+link-replacing forger could hide per call, and so the most it could be credited above its true
+speed.  A diagnostic, not a verdict: the seeds are trusted code, run here without a runner.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from evo_fsr.runner.runner import SCALAR_CTYPES  # noqa: E402
+from evo_fsr.tasks import get_task  # noqa: E402
+from evo_fsr.verdict import chain  # noqa: E402
+from evo_fsr.verdict.compile import compile_source, detect_arch  # noqa: E402
+from evo_fsr.verdict.inputs import make_case, np_dtype, scalars_of  # noqa: E402
+
+
+#: a spin ahead of each timing (~20 ms at H200 clocks), longer than the host takes to enqueue a
+#: window: the events then time the GPU's work, not the host's issue rate (the gated chain's way)
+HOLD_CYCLES = 40_000_000
+
+
+def load(source: str, header: str, so: Path, what: str) -> ctypes.CDLL:
+    built = compile_source(source, header, detect_arch() or "sm_90", cache_dir=None)
+    if not built.ok:
+        raise SystemExit(f"error: {what} does not compile:\n{built.log}")
+    so.write_bytes(built.binary)
+    return ctypes.CDLL(str(so))
+
+
+def pointer_list(arrays: list) -> tuple:
+    return ((ctypes.c_void_p * len(arrays))(*[a.data_ptr() for a in arrays]),
+            (ctypes.c_longlong * len(arrays))(*[a.numel() * a.element_size() for a in arrays]),
+            ctypes.c_int(len(arrays)))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("tasks", nargs="*", default=["topk", "sort"])
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--shapes", default="quick")
+    args = parser.parse_args()
+    import torch  # noqa: PLC0415 - GPU host only
+
+    dev = torch.device("cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    handle = ctypes.c_void_p(stream)
+    calls = chain.CHAIN_CALLS
+    print(f"# {torch.cuda.get_device_name()}  {calls} calls a window  trials {args.trials}")
+    print(f"{'task/seed':24s} {'shape':16s} {'calls us':>9s} {'links us':>9s} {'chained us':>10s} {'link share':>10s}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.tasks:
+            task = get_task(name)
+            if not chain.eligible(task):
+                print(f"{name}: not chained (chain.eligible)")
+                continue
+            links_lib = load(chain.chain_source(task), task.header(), Path(tmp) / f"{name}-chain.so", "the chain")
+            seed_name = task.chain_twin or next(iter(task.seeds()))
+            seed = load(task.seeds()[seed_name], task.header(), Path(tmp) / f"{name}-seed.so", seed_name)
+            seed.launch.restype = ctypes.c_int
+            for shape in task.benchmark(args.shapes):
+                env = shape.env
+                host = make_case(task, shape, seed=1)
+                sets = []
+                for _ in range(calls):
+                    buffers = {k: torch.from_numpy(np.ascontiguousarray(v)).to(dev) for k, v in host.items()}
+                    for arg in task.args:
+                        if arg.role in ("output", "workspace"):
+                            buffers[arg.name] = torch.zeros(arg.numel(env), device=dev,
+                                                            dtype=getattr(torch, np_dtype(arg.dtype).name))
+                    launch_args = []
+                    for arg in task.args:
+                        if arg.role == "stream":
+                            launch_args.append(handle)
+                        elif arg.role == "scalar":
+                            launch_args.append(SCALAR_CTYPES[arg.dtype](scalars_of(task, shape)[arg.name]))
+                        else:
+                            launch_args.append(ctypes.c_void_p(buffers[arg.name].data_ptr()))
+                    outs = pointer_list([buffers[a.name] for a in task.args if a.role == "output"])
+                    ins = pointer_list([buffers[a.name] for a in task.args if a.role == "input"])
+                    sets.append((launch_args, outs, ins))
+
+                def run(with_calls: bool, with_links: bool) -> None:
+                    for j in range(calls):
+                        if with_calls and seed.launch(*sets[j][0]) != 0:
+                            raise SystemExit(f"error: {name}/{seed_name} launch failed")
+                        if with_links and j + 1 < calls:
+                            if links_lib.evo_fsr_chain_hash(*sets[j][1], handle) != 0 or \
+                                    links_lib.evo_fsr_chain_gen(*sets[j + 1][2], ctypes.c_int(0), handle) != 0:
+                                raise SystemExit("error: a link failed")
+
+                modes = {"calls": (True, False), "links": (False, True), "chained": (True, True)}
+                for flags in modes.values():     # warm-up
+                    run(*flags)
+                torch.cuda.synchronize()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                times: dict[str, list[float]] = {mode: [] for mode in modes}
+                for trial in range(args.trials):
+                    order = list(modes.items()) if trial % 2 == 0 else list(modes.items())[::-1]
+                    for mode, flags in order:
+                        torch.cuda.synchronize()
+                        torch.cuda._sleep(HOLD_CYCLES)      # the GPU held while the host enqueues, as
+                        start.record()                      # behind the gated chain's gate
+                        run(*flags)
+                        end.record()
+                        end.synchronize()
+                        times[mode].append(start.elapsed_time(end) * 1e3)
+                call_us = statistics.median(times["calls"]) / calls
+                link_us = statistics.median(times["links"]) / (calls - 1)
+                chained_us = statistics.median(times["chained"]) / calls
+                share = 1.0 - call_us / chained_us if chained_us > 0 else float("nan")
+                print(f"{name + '/' + seed_name:24s} {shape.label:16s} {call_us:9.2f} {link_us:9.2f} "
+                      f"{chained_us:10.2f} {100 * share:9.1f}%", flush=True)
+    print("(calls / links / chained: us a call or link, median of the trials; link share: 1 - calls / chained,"
+          " what a forger replacing the links could hide a call at most; each timing is enqueued behind a ~20 ms"
+          " spin, so the events time the GPU's work, as in the gated chain)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
