@@ -33,13 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol
-from .protocol import MAX_REPLY_BYTES, RUNNER_FILES, ProtocolError
+from .protocol import GATE_PAGE_BYTES, MAX_REPLY_BYTES, RUNNER_FILES, ProtocolError
 from .sandbox import (SandboxPolicy, confine_policy, kill_group, report_confinement,
                       spawn_sandboxed)
 
 RUNNER_SCRIPT = Path(__file__).resolve().parent / "runner.py"
-#: the bytes of the gate's shared page (verdict/chain.py's GATE_PAGE_BYTES)
-GATE_PAGE_BYTES = 4096
 #: How long ``settle`` waits for every thread of a runner to stop before it counts the runner
 #: ``unsettled`` (a thread inside a system call that cannot be interrupted stops when the call
 #: returns), and how long in all before a thread still running is a protocol violation: nothing is

@@ -35,6 +35,8 @@ import math
 INIT, PROBE, ATTACH, DETACH, CALL, ARM, FINISH, EXIT = (
     "init", "probe", "attach", "detach", "call", "arm", "finish", "exit")
 OPS = (INIT, PROBE, ATTACH, DETACH, CALL, ARM, FINISH, EXIT)
+#: the bytes of the gate's page, which the trusted side shares with a runner (``init``'s ``gate_fd``)
+GATE_PAGE_BYTES = 4096
 #: A reply line longer than this is a protocol violation (a probe reply is ~1 KiB).
 MAX_REPLY_BYTES = 1 << 16
 RUNNER_FILES = ("runner.py", "protocol.py", "cudart.py", "confine.py")
@@ -70,16 +72,13 @@ def check_reply(command: dict, reply: object) -> dict:
         _text(reply, "cuda_error", 128)
         return reply
     op = command["op"]
-    if op == ARM:
+    if op in (CALL, ARM, FINISH):
         for key in ("rc", "last_error"):
             _number(reply, key, integer=True, minimum=None)
         _text(reply, "last_error_name", 128)
-        if not isinstance(reply.get("complete"), bool):
-            raise ProtocolError("'complete' is not a boolean")
+    if op == ARM and not isinstance(reply.get("complete"), bool):
+        raise ProtocolError("'complete' is not a boolean")
     if op in (CALL, FINISH):
-        for key in ("rc", "last_error"):
-            _number(reply, key, integer=True, minimum=None)
-        _text(reply, "last_error_name", 128)
         for key in ("event_ms", "event_all_ms", "host_ms"):
             _number(reply, key)
         if reply["event_all_ms"] < reply["event_ms"]:

@@ -41,8 +41,6 @@ import protocol  # noqa: E402 - the copy next to this file, standard library onl
 
 #: the chain library's name in a job's libs (verdict/chain.py's CHAIN_LIB)
 CHAIN = "chain"
-#: the bytes of the gate's shared page (verdict/chain.py's GATE_PAGE_BYTES)
-GATE_PAGE_BYTES = 4096
 #: ``arm`` replies once the chain is enqueued, or after this long if the enqueue still runs (a
 #: stream's queue of pending launches is bounded, and this one waits behind the gate until the
 #: trusted side, awaiting the reply, opens it); the rest is enqueued inside the window
@@ -79,10 +77,10 @@ class Runner:
         # into the device
         self.gate_word = 0
         if gate_fd >= 0:
-            self.gate_page = mmap.mmap(gate_fd, GATE_PAGE_BYTES)
+            self.gate_page = mmap.mmap(gate_fd, protocol.GATE_PAGE_BYTES)
             os.close(gate_fd)
             self.gate_word = self.rt.map_host(ctypes.addressof(ctypes.c_char.from_buffer(self.gate_page)),
-                                              GATE_PAGE_BYTES)
+                                              protocol.GATE_PAGE_BYTES)
 
     def launcher(self, lib: str) -> Any:
         if lib not in self.launchers:

@@ -306,9 +306,9 @@ class Workbench:
         inputs, chain_seed = bench.window_inputs(slots)
         reply, call, captured = timed_batch(twin, slots, "baseline", inputs, timeout_s, gate=self.gate,
                                             chain_seed=chain_seed)
-        seed = f"chain twin ({self.task.chain_twin or 'configured'} seed)" if bench.fast_twin else "naive seed's twin"
+        who = f"chain twin ({self.task.chain_twin or 'configured'} seed)" if bench.fast_twin else "naive seed's twin"
         if call is None or captured is None:
-            raise RuntimeError(f"the {seed} failed on {bench.shape.label}: {call_error(reply)}")
+            raise RuntimeError(f"the {who} failed on {bench.shape.label}: {call_error(reply)}")
         mapped_files(twin.pid)          # as the candidate's memory map is read after each call
         xp = self.memory.xp
         if chain_seed is not None:
@@ -317,7 +317,7 @@ class Workbench:
             mismatch = check_call(self.task, taken, values, reference(self.task, values, bench.shape, xp),
                                   bench.shape, xp)
             if mismatch is not None:
-                raise RuntimeError(f"the {seed} is wrong on {bench.shape.label}: {mismatch.describe()}")
+                raise RuntimeError(f"the {who} is wrong on {bench.shape.label}: {mismatch.describe()}")
         return call
 
     def baseline_window(self, runner: RunnerProcess, bench: ShapeBench, timeout_s: float,
@@ -325,8 +325,9 @@ class Workbench:
         """One timed window of the trusted baseline on the shape's batch of buffer sets (attached
         to ``runner``; ``calls``: the first so many, else the whole batch), each with fresh inputs."""
         slots = bench.baseline_slots[:calls or max(1, bench.batch)]
-        inputs, seed = bench.window_inputs(slots)
-        reply, call, _ = timed_batch(runner, slots, "baseline", inputs, timeout_s, gate=self.gate, chain_seed=seed)
+        inputs, chain_seed = bench.window_inputs(slots)
+        reply, call, _ = timed_batch(runner, slots, "baseline", inputs, timeout_s, gate=self.gate,
+                                     chain_seed=chain_seed)
         if call is None:
             raise RuntimeError(f"the naive seed failed on {bench.shape.label}: {call_error(reply)}")
         return call

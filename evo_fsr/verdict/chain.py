@@ -61,8 +61,6 @@ CHAIN_CALLS = 64
 #: the gate's longest wait (the trusted side writes its seed within milliseconds of the reply to
 #: ``arm``; a gate never opened lets the chain run on a zero seed, which is caught, not hang)
 GATE_TIMEOUT_S = 30.0
-#: the bytes of the page the trusted side shares with a runner for the gate (harness.py)
-GATE_PAGE_BYTES = 4096
 
 _GOLD_OUT = 0x9E3779B97F4A7C15
 _GOLD_IN = 0xD1B54A32D192ED03
@@ -289,5 +287,5 @@ def chained_inputs(task: Task, first: dict[str, Any], captured: list[dict[str, A
     return [first, *(expected_inputs(task, taken, first, xp) for taken in captured[:-1])]
 
 
-__all__ = ["CHAIN_CALLS", "CHAIN_LIB", "GATE_PAGE_BYTES", "GATE_TIMEOUT_S", "chain_source", "chained_inputs",
+__all__ = ["CHAIN_CALLS", "CHAIN_LIB", "GATE_TIMEOUT_S", "chain_source", "chained_inputs",
            "drawn_inputs", "eligible", "expected_inputs", "inputs_from_hash", "output_hash"]

@@ -1,7 +1,8 @@
 """One timed window (the Performance Profiler's unit of measurement): a shape's inputs loaded
 and the L2 flushed on the trusted side, one command to a runner to call its library on one or
-more buffer sets, the outputs copied out, all on the trusted clock (``timed_batch``); and what
-went wrong in a call's reply (``call_error``).  The window is the bound on a runner's claims
+more buffer sets, the outputs copied out, all on the trusted clock (``timed_batch``), or a chained
+window enqueued before it opens and opened by the trusted side's seed (``chained_window``); and
+what went wrong in a call's reply (``call_error``).  The window is the bound on a runner's claims
 (profile.py); what fills it is chosen by the workbench (bench.py) and the session (session.py)."""
 from __future__ import annotations
 
@@ -59,21 +60,7 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     message: dict[str, Any] = {"op": "call", "slot": slots[0].name, "lib": lib, "scalars": slots[0].scalars}
     if len(slots) > 1:
         message["more"] = [slot.name for slot in slots[1:]]
-    sent = time.perf_counter()
-    reply = runner.send(message, timeout_s)
-    replied = time.perf_counter()
-    if "error" in reply or reply["rc"] != 0 or reply["last_error"] != 0:
-        return reply, None, None
-    captured = [slot.take_outputs() for slot in slots]
-    memory.synchronize()
-    window_ms = (time.perf_counter() - start) * 1e3
-    runner.settle()                 # stopped since its reply (harness.py): nothing of it runs from here on
-    for taken, slot in zip(captured, slots):
-        taken.update(slot.take_inputs())
-    memory.synchronize()
-    return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
-                            window_ms, calls=len(slots), prep_ms=(sent - start) * 1e3,
-                            send_ms=(replied - sent) * 1e3), captured
+    return _close_window(runner, slots, message, start, timeout_s, copied_inside=len(slots))
 
 
 def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int, timeout_s: float,
@@ -103,20 +90,32 @@ def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int
     runner.settle()                 # nothing of the runner's host runs as the window opens
     start = time.perf_counter()
     runner.set_gate(seed)           # opened in every case: a gate left closed would hold the GPU
-    if "error" in armed or armed["rc"] != 0 or armed["last_error"] != 0:
+    if call_error(armed) is not None:
         return armed, None, None
     if not armed["complete"]:
         log.warning("a chained window of %d calls was not all enqueued within the arm's reply; the rest is "
                     "enqueued inside the window", len(slots))
+    return _close_window(runner, slots, {"op": "finish"}, start, timeout_s, copied_inside=1)
+
+
+def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, Any], start: float, timeout_s: float,
+                  copied_inside: int) -> tuple[dict[str, Any], CallTimes | None, list[dict[str, Any]] | None]:
+    """Send the command that ends a window opened at ``start`` and await its reply; copy the last
+    ``copied_inside`` slots' outputs inside the window (a chained window's others after it: each
+    was hashed into the next call's inputs, so one changed after the hand-over is caught, and the
+    window holds no trusted work that grows with its calls), then every other output and every
+    input (``after:``) once the runner has settled."""
+    memory = slots[0].memory
     sent = time.perf_counter()
-    reply = runner.send({"op": "finish"}, timeout_s)
+    reply = runner.send(message, timeout_s)
     replied = time.perf_counter()
-    if "error" in reply or reply["rc"] != 0 or reply["last_error"] != 0:
+    if call_error(reply) is not None:
         return reply, None, None
-    captured: list[dict[str, Any]] = [{} for _ in slots[:-1]] + [slots[-1].take_outputs()]
+    inside = len(slots) - copied_inside
+    captured = [{} for _ in slots[:inside]] + [slot.take_outputs() for slot in slots[inside:]]
     memory.synchronize()
     window_ms = (time.perf_counter() - start) * 1e3
-    runner.settle()
+    runner.settle()                 # stopped since its reply (harness.py): nothing of it runs from here on
     for taken, slot in zip(captured, slots):
         if not taken:
             taken.update(slot.take_outputs())

@@ -78,8 +78,8 @@ HOLE_SLACK_UNBATCHED = (
     "x1.33/x2.0/x5.0/x50.8 their honest twin.  Chained windows (verdict/chain.py, EvalConfig.chain_windows) "
     "close it where they apply (H200, thirty-second session: all four forgers x0.20 their honest twin), "
     "with a pool as fast as the candidate (thirty-third session: against the naive twin's pool, 100-300 us "
-    "a window high, the 75 % claim escaped in 2 of 9 judgements; task.yaml chain_twin: charged in 10 of 10 "
-    "on an H200, thirty-fourth session, with the chain enqueued behind a gate); "
+    "a window high, the 75 % claim escaped in 2 of 9 judgements; task.yaml chain_twin: charged in 5 of 5 "
+    "judgements with the paced links and 5 of 5 with the gated chain, H200, thirty-fourth session); "
     "it stays open with them off and on a task chain.eligible refuses (non-float inputs)")
 HOLE_FAST_MATH = (
     "monte_carlo/task.yaml requires 'the accurate math functions (expf, cosf ...)'; its forbidden_ptx "
