@@ -4,8 +4,9 @@
     python3 scripts/probe_chain_links.py [TASK ...] [--trials 20] [--shapes quick]
 
 A chained window (verdict/chain.py) holds ``CHAIN_CALLS`` calls and, between two of them, a link:
-``evo_fsr_chain_hash`` over the call's outputs and ``evo_fsr_chain_gen`` drawing the next call's
-inputs.  The links run in the candidate's process and are inside the window's overhead, which the
+``evo_fsr_chain_link``, one kernel that hashes the call's outputs and draws the next call's inputs
+(until the thirty-fifth session, three or more kernels: a hash per output buffer and a draw per
+input buffer; on an H200 they were 30.1 % of topk's chained call and 15.6 % of sort's).  The links run in the candidate's process and are inside the window's overhead, which the
 calibration pool measures running the same chain; a candidate that replaced them with faster code
 of its own (it can: SECURITY.md) could claim, at most, what it saves on them.  This measures that
 room, in one process, with CUDA events on one stream, interleaved trial by trial:
@@ -102,18 +103,22 @@ def main() -> int:
                     outs = pointer_list([buffers[a.name] for a in task.args if a.role == "output"])
                     ins = pointer_list([buffers[a.name] for a in task.args if a.role == "input"])
                     sets.append((launch_args, outs, ins))
+                # the gate's word, already open: the gate resets the links' barrier, as in a window
+                open_word = torch.ones(1, dtype=torch.int64, device=dev)
+                word = ctypes.c_void_p(open_word.data_ptr())
 
                 def run(with_calls: bool, with_links: bool) -> None:
                     for j in range(calls):
                         if with_calls and seed.launch(*sets[j][0]) != 0:
                             raise SystemExit(f"error: {name}/{seed_name} launch failed")
                         if with_links and j + 1 < calls:
-                            if links_lib.evo_fsr_chain_hash(*sets[j][1], handle) != 0 or \
-                                    links_lib.evo_fsr_chain_gen(*sets[j + 1][2], ctypes.c_int(0), handle) != 0:
+                            if links_lib.evo_fsr_chain_link(*sets[j][1], *sets[j + 1][2], ctypes.c_int(0),
+                                                            handle) != 0:
                                 raise SystemExit("error: a link failed")
 
                 modes = {"calls": (True, False), "links": (False, True), "chained": (True, True)}
                 for flags in modes.values():     # warm-up
+                    links_lib.evo_fsr_chain_gate(word, handle)
                     run(*flags)
                 torch.cuda.synchronize()
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -123,7 +128,8 @@ def main() -> int:
                     for mode, flags in order:
                         torch.cuda.synchronize()
                         torch.cuda._sleep(HOLD_CYCLES)      # the GPU held while the host enqueues, as
-                        start.record()                      # behind the gated chain's gate
+                        links_lib.evo_fsr_chain_gate(word, handle)   # behind the gated chain's gate
+                        start.record()
                         run(*flags)
                         end.record()
                         end.synchronize()

@@ -137,9 +137,9 @@ class Runner:
         return {"ok": True}
 
     def chain_links(self, names: list[str]) -> list[Any]:
-        """Per slot of a chained window (verdict/chain.py): the chain library's hash over its
-        outputs and fill of its inputs, as argument lists ready to call (pointer and byte arrays
-        made before the window opens)."""
+        """Per slot of a chained window (verdict/chain.py): its outputs (the link after its call
+        hashes them) and its inputs (the link before its call draws them), each as the chain
+        library's arguments ready to pass (pointer and byte arrays made before the window opens)."""
         if tuple(names) in self.links:
             return self.links[tuple(names)]
         if CHAIN not in self.handles:
@@ -213,7 +213,8 @@ class Runner:
         """A chained window (verdict/chain.py) enqueued on the harness stream behind the gate:
         ``evo_fsr_chain_gate`` (spins until the trusted side writes its seed into the shared word),
         call 0's inputs drawn from the seed, then each call between its own pair of events and,
-        between two calls, the hash of the outputs and the draw of the next call's inputs.  Replies
+        between two calls, one link (``evo_fsr_chain_link``: the hash of the outputs and the draw of
+        the next call's inputs, one kernel).  Replies
         through ``reply_once`` when all is enqueued, or after ``ARM_REPLY_AFTER_S`` if the enqueue
         still runs (a full queue: it goes on inside the window); an error after that reply is
         reported by ``finish``.  The fake device runs the steps at ``finish`` instead."""
@@ -226,12 +227,13 @@ class Runner:
         names = [msg["slot"], *msg.get("more", [])]
         links = self.chain_links(names)
         chain = self.handles[CHAIN]
-        gate, hash_fn, gen_fn = chain.evo_fsr_chain_gate, chain.evo_fsr_chain_hash, chain.evo_fsr_chain_gen
+        gate, link = chain.evo_fsr_chain_gate, chain.evo_fsr_chain_link
         word, handle = ctypes.c_void_p(self.gate_word), ctypes.c_void_p(stream)
         events = self.call_events
+        no_outputs = (None, None, ctypes.c_int(0))
 
         def steps() -> int:
-            rc = int(gate(word, handle)) or int(gen_fn(*links[0][1], ctypes.c_int(1), handle))
+            rc = int(gate(word, handle)) or int(link(*no_outputs, *links[0][1], ctypes.c_int(1), handle))
             for i, args in enumerate(calls):
                 if rc != 0:
                     break
@@ -239,7 +241,7 @@ class Runner:
                 rc = int(fn(*args))
                 rt.event_record(events[i][1], stream)
                 if rc == 0 and i + 1 < len(calls):
-                    rc = int(hash_fn(*links[i][0], handle)) or int(gen_fn(*links[i + 1][1], ctypes.c_int(0), handle))
+                    rc = int(link(*links[i][0], *links[i + 1][1], ctypes.c_int(0), handle))
             rt.event_record(self.end, stream)
             return rc
 

@@ -12,10 +12,11 @@ made ``cudaEventElapsedTime`` report 2 % of its time was credited x50 its honest
 each window with a trusted spin twin's did not help: the twin's window less its claim sat 0-115 us
 above the candidate's, honest or forging.
 
-The chain: between call j and call j+1 of a window, the runner launches two trusted kernels of
-this library on the harness stream: ``evo_fsr_chain_hash`` over every output buffer of call j
-(a sum mod 2^64 of a strong mix of each 32-bit word with its place), and ``evo_fsr_chain_gen``,
-which fills call j+1's input buffers with uniform floats in [-1, 1) drawn from that hash.  Nothing
+The chain: between call j and call j+1 of a window, the runner launches a link, one trusted
+kernel of this library on the harness stream (``evo_fsr_chain_link``): it hashes every output
+buffer of call j (a sum mod 2^64 of a strong mix of each 32-bit word with its place), then, after a
+grid-wide barrier (a cooperative launch, every block resident), fills call j+1's input buffers with
+uniform floats in [-1, 1) drawn from that hash.  Nothing
 of call j+1's inputs exists before call j's outputs do, so the calls cannot be fused or overlapped
 (an output changed after its hash was taken, or inputs made any other way, are caught: after the
 window the trusted side recomputes each call's inputs from the outputs it read back,
@@ -73,14 +74,22 @@ _COMMON = r"""
 """
 
 _CUDA = _COMMON + r"""
-#define EVO_FSR_BLOCKS 128
+#include <cuda_runtime.h>
+#define EVO_FSR_THREADS 256
+#define EVO_FSR_MAX_GRID 2048
+#define EVO_FSR_BLOCKS_PER_SM 4
 #define EVO_FSR_GATE_TIMEOUT_NS %GATE_NS%LL
-__device__ unsigned long long evo_fsr_partials[EVO_FSR_MAX_BUFFERS][EVO_FSR_BLOCKS];
+#define EVO_FSR_BARRIER_TIMEOUT_NS 2000000000LL
+// a link's buffers, by value in the kernel's parameters: pointers and sizes in 32-bit words
+struct evo_fsr_buffers { const void* p[EVO_FSR_MAX_BUFFERS]; long long words[EVO_FSR_MAX_BUFFERS]; int count; };
+__device__ unsigned long long evo_fsr_partials[EVO_FSR_MAX_GRID];
+__device__ unsigned int evo_fsr_arrived;
 __device__ unsigned long long evo_fsr_seed;
-static int evo_fsr_hashed = 0;
+static unsigned int evo_fsr_expected = 0;  // blocks of every hashing link enqueued since the gate
+static int evo_fsr_cap = 0;                // blocks one cooperative link may have on this device
 
 // the gate: one thread spins on the shared word (host memory mapped into the device) until the
-// trusted side writes its seed there, and keeps the seed for call 0's draw
+// trusted side writes its seed there, keeps the seed for call 0's draw, and resets the links' barrier
 __global__ void evo_fsr_gate_kernel(const volatile unsigned long long* word, long long timeout_ns) {
     unsigned long long t0, t, seen = *word;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
@@ -91,72 +100,127 @@ __global__ void evo_fsr_gate_kernel(const volatile unsigned long long* word, lon
         if ((long long)(t - t0) > timeout_ns) break;
     }
     evo_fsr_seed = seen;
+    evo_fsr_arrived = 0u;
 }
 
-__global__ void evo_fsr_hash_kernel(const unsigned* w, long long n, int b) {
-    __shared__ unsigned long long part[256];
-    unsigned long long sum = 0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        unsigned long long p = (unsigned long long)i + (unsigned long long)(b + 1) * 0x9E3779B97F4A7C15ULL;
-        EVO_FSR_MIX(p);
-        p ^= (unsigned long long)w[i];
-        EVO_FSR_MIX(p);
-        sum += p;
-    }
-    part[threadIdx.x] = sum;
+// a block's sum mod 2^64 (any order gives the same), in thread 0
+__device__ unsigned long long evo_fsr_block_sum(unsigned long long v, unsigned long long* part) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    __syncthreads();                                  // ``part`` free from an earlier use
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
     __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) evo_fsr_partials[b][blockIdx.x] = part[0];
+    v = 0;
+    if (threadIdx.x == 0)
+        for (int w = 0; w < EVO_FSR_THREADS / 32; ++w) v += part[w];
+    return v;
 }
 
-// the draw, from the hash of the previous call's outputs (every block sums the partials, mod 2^64
-// in any order) or, for a window's first call, from the gate's seed
-__global__ void evo_fsr_gen_kernel(float* x, long long n, int b, int hashed, int from_seed) {
-    __shared__ unsigned long long part[256];
-    unsigned long long s = 0;
-    if (!from_seed)
-        for (int j = threadIdx.x; j < hashed * EVO_FSR_BLOCKS; j += blockDim.x)
-            s += evo_fsr_partials[j / EVO_FSR_BLOCKS][j % EVO_FSR_BLOCKS];
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int r = blockDim.x / 2; r > 0; r >>= 1) {
-        if (threadIdx.x < r) part[threadIdx.x] += part[threadIdx.x + r];
+// one link, one kernel: the hash of call j's outputs (every block a slice, its partial published,
+// a grid-wide barrier: the launch is cooperative, so every block is resident), then call j+1's
+// inputs drawn from it; ``from_seed``: no hash, the inputs drawn from the gate's seed (call 0)
+__global__ void __launch_bounds__(EVO_FSR_THREADS) evo_fsr_link_kernel(evo_fsr_buffers outs, evo_fsr_buffers ins,
+                                                                     int from_seed, unsigned target) {
+    __shared__ unsigned long long part[EVO_FSR_THREADS / 32];
+    __shared__ unsigned long long total;
+    const long long stride = (long long)gridDim.x * EVO_FSR_THREADS;
+    const long long first = (long long)blockIdx.x * EVO_FSR_THREADS + threadIdx.x;
+    if (from_seed) {
+        if (threadIdx.x == 0) total = evo_fsr_seed;
+    } else {
+        unsigned long long sum = 0;
+        for (int b = 0; b < outs.count; ++b) {
+            const unsigned* w = (const unsigned*)outs.p[b];
+            const unsigned long long base = (unsigned long long)(b + 1) * 0x9E3779B97F4A7C15ULL;
+            for (long long i = first; i < outs.words[b]; i += stride) {
+                unsigned long long p = (unsigned long long)i + base;
+                EVO_FSR_MIX(p);
+                p ^= (unsigned long long)__ldcg(w + i);
+                EVO_FSR_MIX(p);
+                sum += p;
+            }
+        }
+        sum = evo_fsr_block_sum(sum, part);
+        if (threadIdx.x == 0) {
+            evo_fsr_partials[blockIdx.x] = sum;
+            __threadfence();
+            atomicAdd(&evo_fsr_arrived, 1u);
+            unsigned long long t0, t;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+            while (*(volatile unsigned*)&evo_fsr_arrived < target) {
+                __nanosleep(32);
+                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+                if ((long long)(t - t0) > EVO_FSR_BARRIER_TIMEOUT_NS) break;   // a wrong hash, caught
+            }
+            __threadfence();
+        }
         __syncthreads();
+        unsigned long long s = 0;
+        for (int j = threadIdx.x; j < (int)gridDim.x; j += EVO_FSR_THREADS) s += __ldcg(&evo_fsr_partials[j]);
+        s = evo_fsr_block_sum(s, part);
+        if (threadIdx.x == 0) total = s;
     }
-    const unsigned long long h = from_seed ? evo_fsr_seed : part[0];
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        unsigned long long p = (unsigned long long)i + (unsigned long long)(b + 1) * 0xD1B54A32D192ED03ULL;
-        EVO_FSR_MIX(p);
-        p ^= h;
-        EVO_FSR_MIX(p);
-        x[i] = (float)(unsigned)(p >> 40) * (1.0f / 8388608.0f) - 1.0f;
+    __syncthreads();
+    const unsigned long long h = total;
+    for (int b = 0; b < ins.count; ++b) {
+        float* x = (float*)ins.p[b];
+        const unsigned long long base = (unsigned long long)(b + 1) * 0xD1B54A32D192ED03ULL;
+        for (long long i = first; i < ins.words[b]; i += stride) {
+            unsigned long long p = (unsigned long long)i + base;
+            EVO_FSR_MIX(p);
+            p ^= h;
+            EVO_FSR_MIX(p);
+            x[i] = (float)(unsigned)(p >> 40) * (1.0f / 8388608.0f) - 1.0f;
+        }
     }
 }
 
 extern "C" int evo_fsr_chain_gate(const void* word, void* stream) {
     evo_fsr_gate_kernel<<<1, 1, 0, (cudaStream_t)stream>>>((const volatile unsigned long long*)word,
                                                            EVO_FSR_GATE_TIMEOUT_NS);
+    evo_fsr_expected = 0;
     return (int)cudaGetLastError();
 }
 
-extern "C" int evo_fsr_chain_hash(void* const* outs, const long long* nbytes, int count, void* stream) {
-    if (count > EVO_FSR_MAX_BUFFERS) return 1;
-    for (int b = 0; b < count; ++b)
-        evo_fsr_hash_kernel<<<EVO_FSR_BLOCKS, 256, 0, (cudaStream_t)stream>>>((const unsigned*)outs[b], nbytes[b] / 4, b);
-    evo_fsr_hashed = count;
-    return (int)cudaGetLastError();
-}
-
-extern "C" int evo_fsr_chain_gen(void* const* ins, const long long* nbytes, int count, int from_seed, void* stream) {
+static int evo_fsr_pack(evo_fsr_buffers* into, void* const* ptrs, const long long* nbytes, int count, long long* most) {
+    if (count < 0 || count > EVO_FSR_MAX_BUFFERS) return 1;
+    into->count = count;
     for (int b = 0; b < count; ++b) {
-        long long n = nbytes[b] / 4;
-        int blocks = (int)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024);
-        evo_fsr_gen_kernel<<<blocks < 1 ? 1 : blocks, 256, 0, (cudaStream_t)stream>>>(
-            (float*)ins[b], n, b, evo_fsr_hashed, from_seed);
+        into->p[b] = ptrs[b];
+        into->words[b] = nbytes[b] / 4;
+        if (into->words[b] > *most) *most = into->words[b];
     }
+    return 0;
+}
+
+// a link between two calls (``from_seed`` 0: the hash of ``outs``, the draw into ``ins``) or
+// before call 0 (``from_seed`` 1: the draw from the gate's seed; ``outs`` unused), one cooperative
+// kernel on ``stream``
+extern "C" int evo_fsr_chain_link(void* const* outs, const long long* out_nbytes, int out_count,
+                                  void* const* ins, const long long* in_nbytes, int in_count,
+                                  int from_seed, void* stream) {
+    if (evo_fsr_cap == 0) {
+        int device = 0, sms = 0, per_sm = 0;
+        cudaGetDevice(&device);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, evo_fsr_link_kernel, EVO_FSR_THREADS, 0);
+        per_sm = per_sm < EVO_FSR_BLOCKS_PER_SM ? per_sm : EVO_FSR_BLOCKS_PER_SM;
+        evo_fsr_cap = sms * per_sm < EVO_FSR_MAX_GRID ? sms * per_sm : EVO_FSR_MAX_GRID;
+        if (evo_fsr_cap < 1) { evo_fsr_cap = 0; return 2; }
+    }
+    evo_fsr_buffers o, in;
+    long long most = 1;
+    if (evo_fsr_pack(&o, outs, out_nbytes, from_seed ? 0 : out_count, &most) ||
+        evo_fsr_pack(&in, ins, in_nbytes, in_count, &most))
+        return 1;
+    long long want = (most + 4LL * EVO_FSR_THREADS - 1) / (4LL * EVO_FSR_THREADS);   // ~4 words a thread
+    int grid = (int)(want < evo_fsr_cap ? want : evo_fsr_cap);
+    // the barrier's count runs on from link to link (the gate resets it): a link waits for the
+    // blocks of every hashing link since the gate, its own included
+    unsigned target = 0;
+    if (!from_seed) target = (evo_fsr_expected += (unsigned)grid);
+    void* args[] = {&o, &in, &from_seed, &target};
+    cudaLaunchCooperativeKernel((const void*)evo_fsr_link_kernel, dim3(grid), dim3(EVO_FSR_THREADS), args, 0,
+                                (cudaStream_t)stream);
     return (int)cudaGetLastError();
 }
 """
@@ -164,7 +228,7 @@ extern "C" int evo_fsr_chain_gen(void* const* ins, const long long* nbytes, int 
 # the fake device (CPU tests): the same arithmetic in host C on the mapped buffers
 _HOST = _COMMON + r"""
 #include <time.h>
-static unsigned long long evo_fsr_h = 0, evo_fsr_seed = 0;
+static unsigned long long evo_fsr_seed = 0;
 
 /* the fake runner defers a chain's steps to ``finish`` (after the seed is written), so this
    seldom waits; the bound keeps a gate never opened from hanging */
@@ -176,27 +240,26 @@ int evo_fsr_chain_gate(const void* word, void* stream) {
     return 0;
 }
 
-int evo_fsr_chain_hash(void* const* outs, const long long* nbytes, int count, void* stream) {
-    unsigned long long sum = 0;
-    for (int b = 0; b < count; ++b) {
-        const unsigned* w = (const unsigned*)outs[b];
-        for (long long i = 0; i < nbytes[b] / 4; ++i) {
-            unsigned long long p = (unsigned long long)i + (unsigned long long)(b + 1) * 0x9E3779B97F4A7C15ULL;
-            EVO_FSR_MIX(p);
-            p ^= (unsigned long long)w[i];
-            EVO_FSR_MIX(p);
-            sum += p;
+int evo_fsr_chain_link(void* const* outs, const long long* out_nbytes, int out_count,
+                       void* const* ins, const long long* in_nbytes, int in_count, int from_seed, void* stream) {
+    unsigned long long h = evo_fsr_seed;
+    if (out_count > EVO_FSR_MAX_BUFFERS || in_count > EVO_FSR_MAX_BUFFERS) return 1;
+    if (!from_seed) {
+        h = 0;
+        for (int b = 0; b < out_count; ++b) {
+            const unsigned* w = (const unsigned*)outs[b];
+            for (long long i = 0; i < out_nbytes[b] / 4; ++i) {
+                unsigned long long p = (unsigned long long)i + (unsigned long long)(b + 1) * 0x9E3779B97F4A7C15ULL;
+                EVO_FSR_MIX(p);
+                p ^= (unsigned long long)w[i];
+                EVO_FSR_MIX(p);
+                h += p;
+            }
         }
     }
-    evo_fsr_h = sum;
-    return 0;
-}
-
-int evo_fsr_chain_gen(void* const* ins, const long long* nbytes, int count, int from_seed, void* stream) {
-    const unsigned long long h = from_seed ? evo_fsr_seed : evo_fsr_h;
-    for (int b = 0; b < count; ++b) {
+    for (int b = 0; b < in_count; ++b) {
         float* x = (float*)ins[b];
-        for (long long i = 0; i < nbytes[b] / 4; ++i) {
+        for (long long i = 0; i < in_nbytes[b] / 4; ++i) {
             unsigned long long p = (unsigned long long)i + (unsigned long long)(b + 1) * 0xD1B54A32D192ED03ULL;
             EVO_FSR_MIX(p);
             p ^= h;
@@ -242,7 +305,7 @@ def _mix(xp: Any, x: Any) -> Any:
 
 
 def output_hash(xp: Any, outputs: list[Any]) -> int:
-    """The hash ``evo_fsr_chain_hash`` takes of a call's output buffers (in the task's order)."""
+    """The hash ``evo_fsr_chain_link`` takes of a call's output buffers (in the task's order)."""
     u = xp.uint64
     total = 0
     for b, out in enumerate(outputs):
@@ -253,7 +316,7 @@ def output_hash(xp: Any, outputs: list[Any]) -> int:
 
 
 def inputs_from_hash(xp: Any, h: int, sizes: list[int]) -> list[Any]:
-    """The float32 inputs ``evo_fsr_chain_gen`` draws from ``h`` (``sizes``: elements per buffer)."""
+    """The float32 inputs ``evo_fsr_chain_link`` draws from ``h`` (``sizes``: elements per buffer)."""
     u = xp.uint64
     made = []
     for b, n in enumerate(sizes):
@@ -265,7 +328,7 @@ def inputs_from_hash(xp: Any, h: int, sizes: list[int]) -> list[Any]:
 
 def drawn_inputs(task: Task, h: int, template: dict[str, Any], xp: Any) -> dict[str, Any]:
     """``template`` (an input set of the shape) with every input drawn from ``h`` as
-    ``evo_fsr_chain_gen`` draws it: a window's first call's from the gate's seed."""
+    ``evo_fsr_chain_link`` draws it: a window's first call's from the gate's seed."""
     ins = [a.name for a in task.args if a.role == "input"]
     drawn = inputs_from_hash(xp, h, [int(template[name].size) for name in ins])
     made = dict(template)

@@ -434,15 +434,14 @@ def forgery_cases() -> list[CaseV3]:
                       unsound=BROKEN + ("wrong:tolerance", "wrong:benchmark-shape", "wrong:unwritten-or-nonfinite"),
                       x86_only=True)
 
-    # the chain library's own source, its three entry points renamed (adv_*), minus its dummy launch
+    # the chain library's own source, its two entry points renamed (adv_*), minus its dummy launch
     # (this source has the real one); ``gate``: the gate kernel's body instead of the real one's
     topk = get_task("topk")
 
     def own_chain(gate: str = "") -> str:
         source = (chain_source(topk).replace(f"\n{topk.signature()} {{ return 0; }}\n", "\n")
-                  .replace("evo_fsr_chain_gate(", "adv_chain_gate(").replace("evo_fsr_chain_hash(", "adv_chain_hash(")
-                  .replace("evo_fsr_chain_gen(", "adv_chain_gen("))
-        assert source.count("adv_chain_") == 3 and "return 0; }" not in source.splitlines()[-1]
+                  .replace("evo_fsr_chain_gate(", "adv_chain_gate(").replace("evo_fsr_chain_link(", "adv_chain_link("))
+        assert source.count("adv_chain_") == 2 and "return 0; }" not in source.splitlines()[-1]
         if gate:
             head = "__global__ void evo_fsr_gate_kernel(const volatile unsigned long long* word, long long timeout_ns) {"
             start = source.index(head)
@@ -452,7 +451,7 @@ def forgery_cases() -> list[CaseV3]:
 
     swap = r"""
 // the runner's chain library (loaded RTLD_LOCAL, wherever it lies) found among the loaded objects,
-// and its three entry points patched to jump to this library's copies:  movabs rax, target ; jmp rax
+// and its two entry points patched to jump to this library's copies:  movabs rax, target ; jmp rax
 struct adv_phdr_info { unsigned long addr; const char* name; };
 extern "C" int adv_dl_iterate_phdr(int (*)(adv_phdr_info*, unsigned long, void*), void*) __asm__("dl_iterate_phdr");
 extern "C" int adv_dlclose(void*) __asm__("dlclose");
@@ -470,12 +469,10 @@ static int adv_find_links(adv_phdr_info* info, unsigned long, void*) {
     void* h = adv_dlopen(info->name, 4 | 1);            // RTLD_NOLOAD | RTLD_LAZY: only if loaded
     if (!h) return 0;
     void* gate = adv_dlsym(h, "evo_fsr_chain_gate");
-    void* hash = adv_dlsym(h, "evo_fsr_chain_hash");
-    void* gen = adv_dlsym(h, "evo_fsr_chain_gen");
-    if (gate && hash && gen && adv_jump(gate, (void*)&adv_chain_gate) && adv_jump(hash, (void*)&adv_chain_hash)
-        && adv_jump(gen, (void*)&adv_chain_gen)) {
+    void* link = adv_dlsym(h, "evo_fsr_chain_link");
+    if (gate && link && adv_jump(gate, (void*)&adv_chain_gate) && adv_jump(link, (void*)&adv_chain_link)) {
         adv_links_patched = 1;
-        printf("adv-chain: %s now runs this library's gate, hash and draw\n", info->name);
+        printf("adv-chain: %s now runs this library's gate and links\n", info->name);
         fflush(stdout);
     }
     adv_dlclose(h);
@@ -494,7 +491,7 @@ static int adv_find_links(adv_phdr_info* info, unsigned long, void*) {
         CaseV3("forges_and_runs_the_chain_links_itself", "topk", "forgery",
                wrap("topk", chain_body, POSIX + chain_forger, seed="radix_select"), NO_SPEEDUP,
                "the 2 % forger below, which also patches the runner's chain library once it is loaded (its "
-               "first chained window): verdict/chain.py's gate, hash and draw jump to this source's copies. "
+               "first chained window): verdict/chain.py's gate and links jump to this source's copies. "
                "Before the gated chain (thirty-third session) the links ran from a host loop in the window with "
                "a 50 us pace, and copies without the pace read x3693.17 (H200); with the chain enqueued before "
                "the window there is no pace to drop, and its forged events must be charged like the others'",

@@ -135,16 +135,15 @@ def test_a_chained_shape_is_calibrated_by_the_chain_twin(evaluator):
 
 
 def _links_patched_source(gate_body: str = "") -> str:
-    """An honest relu that, once the runner has loaded the chain library, makes its three entry
+    """An honest relu that, once the runner has loaded the chain library, makes its two entry
     points jump to copies of them in this library (the fake device's host-C chain, renamed, the
     draws counted).  ``gate_body``: the copied gate's body instead (C; ``word`` is the gate's word)."""
     from evo_fsr.verdict.chain import chain_source
 
-    own = (chain_source(get_task("relu"), fake=True).replace("evo_fsr_chain_hash", "adv_hash")
-           .replace("evo_fsr_chain_gen", "adv_gen").replace("evo_fsr_chain_gate", "adv_gate")
-           .replace("evo_fsr_h", "adv_h").replace("evo_fsr_seed", "adv_seed")
-           .replace("    for (int b = 0; b < count; ++b) {\n        float* x", "    ++adv_links;\n"
-                    "    for (int b = 0; b < count; ++b) {\n        float* x", 1))
+    own = (chain_source(get_task("relu"), fake=True).replace("evo_fsr_chain_link", "adv_link")
+           .replace("evo_fsr_chain_gate", "adv_gate").replace("evo_fsr_seed", "adv_seed")
+           .replace("    for (int b = 0; b < in_count; ++b) {\n        float* x", "    ++adv_links;\n"
+                    "    for (int b = 0; b < in_count; ++b) {\n        float* x", 1))
     assert "++adv_links;" in own
     if gate_body:
         start = own.index("int adv_gate(const void* word, void* stream) {")
@@ -173,11 +172,9 @@ static int adv_find_links(struct dl_phdr_info* info, size_t size, void* data) {
     if (adv_patched || !info->dlpi_name || !info->dlpi_name[0]) return 0;
     void* h = dlopen(info->dlpi_name, RTLD_NOLOAD | RTLD_LAZY);
     if (!h) return 0;
-    void* hash = dlsym(h, "evo_fsr_chain_hash");
-    void* gen = dlsym(h, "evo_fsr_chain_gen");
+    void* link = dlsym(h, "evo_fsr_chain_link");
     void* gate = dlsym(h, "evo_fsr_chain_gate");
-    if (hash && gen && gate && adv_jump(hash, (void*)&adv_hash) && adv_jump(gen, (void*)&adv_gen)
-        && adv_jump(gate, (void*)&adv_gate))
+    if (link && gate && adv_jump(link, (void*)&adv_link) && adv_jump(gate, (void*)&adv_gate))
         adv_patched = 1;
     dlclose(h);
     return 0;
@@ -198,7 +195,7 @@ int launch(const float* x, float* y, int n, void* stream) {
 @pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="the patch is x86-64 code")
 def test_a_candidate_can_run_the_chain_links_itself(chained):
     """The chain's links run in the candidate's process (SECURITY.md), and a candidate can make the
-    runner's chain library jump to code of its own (here: the same gate, hash and draw, counted)
+    runner's chain library jump to code of its own (here: the same gate and links, counted)
     without being caught, since the inputs it draws are right.  Nothing is gained by it since the
     chain is enqueued before its window behind the gate, with no pace (verdict/chain.py): the room
     left is what a copy can shave off a minimal hash and draw.  Fails if the patch stops working

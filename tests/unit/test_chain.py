@@ -44,8 +44,7 @@ def test_the_library_and_the_trusted_reproduction_agree(host_chain):
     values = rng.standard_normal(513).astype(np.float32)
     indices = rng.integers(0, 1 << 30, 513).astype(np.int32)
     x, z = np.full(4097, np.nan, np.float32), np.full(7, np.nan, np.float32)
-    assert host_chain.evo_fsr_chain_hash(*_pointers([values, indices]), STREAM) == 0
-    assert host_chain.evo_fsr_chain_gen(*_pointers([x, z]), ctypes.c_int(0), STREAM) == 0
+    assert host_chain.evo_fsr_chain_link(*_pointers([values, indices]), *_pointers([x, z]), ctypes.c_int(0), STREAM) == 0
     h = chain.output_hash(np, [values, indices])
     want_x, want_z = chain.inputs_from_hash(np, h, [x.size, z.size])
     assert want_x.dtype == np.float32 and np.array_equal(want_x.view(np.uint32), x.view(np.uint32))
@@ -62,23 +61,26 @@ def test_the_first_call_is_drawn_from_the_seed_the_gate_saw(host_chain):
     word[0] = 0x1234_5678_9ABC_DEF1
     assert host_chain.evo_fsr_chain_gate(ctypes.c_void_p(word.ctypes.data), STREAM) == 0
     values = np.arange(64, dtype=np.float32)
-    assert host_chain.evo_fsr_chain_hash(*_pointers([values]), STREAM) == 0     # a hash taken since
     x = np.full(1000, np.nan, np.float32)
-    assert host_chain.evo_fsr_chain_gen(*_pointers([x]), ctypes.c_int(1), STREAM) == 0
+    # outputs passed as well: a link from the seed ignores them
+    assert host_chain.evo_fsr_chain_link(*_pointers([values]), *_pointers([x]), ctypes.c_int(1), STREAM) == 0
     template = {"x": np.zeros(1000, np.float32)}
     want = chain.drawn_inputs(get_task("topk"), int(word[0]), template, np)["x"]
     assert np.array_equal(want.view(np.uint32), x.view(np.uint32))
     other = chain.drawn_inputs(get_task("topk"), int(word[0]) ^ 2, template, np)["x"]
     assert not np.array_equal(other, x)
     y = np.full(1000, np.nan, np.float32)                           # not from the seed: from the hash
-    assert host_chain.evo_fsr_chain_gen(*_pointers([y]), ctypes.c_int(0), STREAM) == 0
+    assert host_chain.evo_fsr_chain_link(*_pointers([values]), *_pointers([y]), ctypes.c_int(0), STREAM) == 0
     assert np.array_equal(chain.inputs_from_hash(np, chain.output_hash(np, [values]), [1000])[0], y)
 
 
 def test_the_cuda_library_has_the_gate_and_no_pace():
-    """The CUDA chain: the gate spins on the shared word with a bound, the draw has no pace."""
+    """The CUDA chain: the gate spins on the shared word with a bound, the draw has no pace, and a
+    link is one cooperative kernel (a forger that fuses the links saves at most one launch)."""
     source = chain.chain_source(get_task("topk"))
     assert "evo_fsr_chain_gate" in source and "globaltimer" in source and "EVO_FSR_PACE" not in source
+    link = source[source.index('extern "C" int evo_fsr_chain_link('):]
+    assert link.count("cudaLaunchCooperativeKernel(") == 1 and "<<<" not in link
     assert f"{int(chain.GATE_TIMEOUT_S * 1e9)}LL" in source
 
 
