@@ -63,6 +63,9 @@ def main() -> int:
     parser.add_argument("tasks", nargs="*", default=["topk", "sort"])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--shapes", default="quick")
+    parser.add_argument("--layouts", default="",
+                        help="links to try beside the library's own, as BLOCKS_PER_SM:ITEMS[:LOCAL_HASH_WORDS][,...] "
+                             "(e.g. 8:4,4:4:0; the library's: 4:4:4096)")
     args = parser.parse_args()
     import torch  # noqa: PLC0415 - GPU host only
 
@@ -71,14 +74,22 @@ def main() -> int:
     handle = ctypes.c_void_p(stream)
     calls = chain.CHAIN_CALLS
     print(f"# {torch.cuda.get_device_name()}  {calls} calls a window  trials {args.trials}")
-    print(f"{'task/seed':24s} {'shape':16s} {'calls us':>9s} {'links us':>9s} {'chained us':>10s} {'link share':>10s}")
+    print(f"{'task/seed':24s} {'shape':16s} {'calls us':>9s} {'links us':>9s} {'chained us':>10s} {'link share':>10s}  links")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.tasks:
             task = get_task(name)
             if not chain.eligible(task):
                 print(f"{name}: not chained (chain.eligible)")
                 continue
-            links_lib = load(chain.chain_source(task), task.header(), Path(tmp) / f"{name}-chain.so", "the chain")
+            layouts = {"library": chain.chain_source(task)}
+            for layout in filter(None, args.layouts.split(",")):
+                per_sm, items, local = (layout.split(":") + ["4096"])[:3]
+                layouts[f"grid {per_sm}/SM, {items} a thread, local hash to {local} words"] = (
+                    chain.chain_source(task).replace("#define EVO_FSR_BLOCKS_PER_SM 4\n", f"#define EVO_FSR_BLOCKS_PER_SM {per_sm}\n")
+                    .replace("#define EVO_FSR_ITEMS 4 ", f"#define EVO_FSR_ITEMS {items} ")
+                    .replace("#define EVO_FSR_LOCAL_HASH_WORDS 4096 ", f"#define EVO_FSR_LOCAL_HASH_WORDS {local} "))
+            libs = {label: load(source, task.header(), Path(tmp) / f"{name}-chain-{i}.so", f"the chain ({label})")
+                    for i, (label, source) in enumerate(layouts.items())}
             seed_name = task.chain_twin or next(iter(task.seeds()))
             seed = load(task.seeds()[seed_name], task.header(), Path(tmp) / f"{name}-seed.so", seed_name)
             seed.launch.restype = ctypes.c_int
@@ -107,39 +118,46 @@ def main() -> int:
                 open_word = torch.ones(1, dtype=torch.int64, device=dev)
                 word = ctypes.c_void_p(open_word.data_ptr())
 
-                def run(with_calls: bool, with_links: bool) -> None:
+                def run(with_calls: bool, links_lib: ctypes.CDLL | None) -> None:
                     for j in range(calls):
                         if with_calls and seed.launch(*sets[j][0]) != 0:
                             raise SystemExit(f"error: {name}/{seed_name} launch failed")
-                        if with_links and j + 1 < calls:
+                        if links_lib is not None and j + 1 < calls:
                             if links_lib.evo_fsr_chain_link(*sets[j][1], *sets[j + 1][2], ctypes.c_int(0),
                                                             handle) != 0:
                                 raise SystemExit("error: a link failed")
 
-                modes = {"calls": (True, False), "links": (False, True), "chained": (True, True)}
+                # every timing interleaved trial by trial: the calls alone, then per layout the
+                # links alone and calls and links alternating
+                modes: dict[tuple[str, str], tuple[bool, ctypes.CDLL | None]] = {("calls", ""): (True, None)}
+                for label, lib in libs.items():
+                    modes[("links", label)] = (False, lib)
+                    modes[("chained", label)] = (True, lib)
+                gate_lib = libs["library"]
                 for flags in modes.values():     # warm-up
-                    links_lib.evo_fsr_chain_gate(word, handle)
+                    gate_lib.evo_fsr_chain_gate(word, handle)
                     run(*flags)
                 torch.cuda.synchronize()
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                times: dict[str, list[float]] = {mode: [] for mode in modes}
+                times: dict[tuple[str, str], list[float]] = {mode: [] for mode in modes}
                 for trial in range(args.trials):
                     order = list(modes.items()) if trial % 2 == 0 else list(modes.items())[::-1]
-                    for mode, flags in order:
+                    for mode, (with_calls, lib) in order:
                         torch.cuda.synchronize()
                         torch.cuda._sleep(HOLD_CYCLES)      # the GPU held while the host enqueues, as
-                        links_lib.evo_fsr_chain_gate(word, handle)   # behind the gated chain's gate
+                        (lib or gate_lib).evo_fsr_chain_gate(word, handle)   # behind the gated chain's gate
                         start.record()
-                        run(*flags)
+                        run(with_calls, lib)
                         end.record()
                         end.synchronize()
                         times[mode].append(start.elapsed_time(end) * 1e3)
-                call_us = statistics.median(times["calls"]) / calls
-                link_us = statistics.median(times["links"]) / (calls - 1)
-                chained_us = statistics.median(times["chained"]) / calls
-                share = 1.0 - call_us / chained_us if chained_us > 0 else float("nan")
-                print(f"{name + '/' + seed_name:24s} {shape.label:16s} {call_us:9.2f} {link_us:9.2f} "
-                      f"{chained_us:10.2f} {100 * share:9.1f}%", flush=True)
+                call_us = statistics.median(times[("calls", "")]) / calls
+                for label in libs:
+                    link_us = statistics.median(times[("links", label)]) / (calls - 1)
+                    chained_us = statistics.median(times[("chained", label)]) / calls
+                    share = 1.0 - call_us / chained_us if chained_us > 0 else float("nan")
+                    print(f"{name + '/' + seed_name:24s} {shape.label:16s} {call_us:9.2f} {link_us:9.2f} "
+                          f"{chained_us:10.2f} {100 * share:9.1f}%  {label}", flush=True)
     print("(calls / links / chained: us a call or link, median of the trials; link share: 1 - calls / chained,"
           " what a forger replacing the links could hide a call at most; each timing is enqueued behind a ~20 ms"
           " spin, so the events time the GPU's work, as in the gated chain)")

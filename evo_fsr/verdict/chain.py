@@ -42,7 +42,11 @@ and not the host set the window's length; a kernel that patched them to copies w
 shortened each window by ~3 ms and its forged events read x3693 (suite v3,
 ``forges_and_drops_the_chain_pace``, H200).  The links still run in the candidate's process and
 can still be replaced, but the room left is what a replacement can shave off a minimal hash and
-draw, a few us a link (SECURITY.md).
+draw: about one launch a link, since a link is one kernel (thirty-fifth session; it was a hash
+per output buffer and a draw per input buffer).  Measured on an H200 (``probe_chain_links.py``):
+topk's link 8.19 -> 3.16 us, 30.1 % -> 13.2 % of a chained call; sort's 13.16 -> 10.96 us,
+15.6 % -> 13.1 %, mostly the mix's arithmetic over 2^20 words each way, which a fused copy must
+do too (SECURITY.md).
 
 Every input buffer must be float32 (uniform draws are valid inputs), with no ``inout`` buffer,
 and the task's inputs i.i.d. per element (``timed_inputs: mix``): ``eligible``.  The draws are
@@ -78,8 +82,13 @@ _CUDA = _COMMON + r"""
 #define EVO_FSR_THREADS 256
 #define EVO_FSR_MAX_GRID 2048
 #define EVO_FSR_BLOCKS_PER_SM 4
+#define EVO_FSR_ITEMS 4                 // words a thread, where the grid is not capped
 #define EVO_FSR_GATE_TIMEOUT_NS %GATE_NS%LL
 #define EVO_FSR_BARRIER_TIMEOUT_NS 2000000000LL
+#define EVO_FSR_LOCAL_HASH_WORDS 4096   // outputs this small are hashed whole by every block: no barrier
+#define EVO_FSR_FROM_SEED 0
+#define EVO_FSR_SHARED_HASH 1
+#define EVO_FSR_LOCAL_HASH 2
 // a link's buffers, by value in the kernel's parameters: pointers and sizes in 32-bit words
 struct evo_fsr_buffers { const void* p[EVO_FSR_MAX_BUFFERS]; long long words[EVO_FSR_MAX_BUFFERS]; int count; };
 __device__ unsigned long long evo_fsr_partials[EVO_FSR_MAX_GRID];
@@ -115,23 +124,49 @@ __device__ unsigned long long evo_fsr_block_sum(unsigned long long v, unsigned l
     return v;
 }
 
-// one link, one kernel: the hash of call j's outputs (every block a slice, its partial published,
-// a grid-wide barrier: the launch is cooperative, so every block is resident), then call j+1's
-// inputs drawn from it; ``from_seed``: no hash, the inputs drawn from the gate's seed (call 0)
+// the grid's sum of every block's ``sum`` (thread 0's), in thread 0: each block publishes its
+// partial and waits for ``target`` arrivals (every block resident: a cooperative launch)
+__device__ unsigned long long evo_fsr_grid_sum(unsigned long long sum, unsigned long long* part, unsigned target) {
+    if (threadIdx.x == 0) {
+        evo_fsr_partials[blockIdx.x] = sum;
+        __threadfence();
+        atomicAdd(&evo_fsr_arrived, 1u);
+        unsigned long long t0, t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        while (*(volatile unsigned*)&evo_fsr_arrived < target) {
+            __nanosleep(32);
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+            if ((long long)(t - t0) > EVO_FSR_BARRIER_TIMEOUT_NS) break;   // a wrong hash, caught
+        }
+        __threadfence();
+    }
+    __syncthreads();
+    unsigned long long s = 0;
+    for (int j = threadIdx.x; j < (int)gridDim.x; j += EVO_FSR_THREADS) s += __ldcg(&evo_fsr_partials[j]);
+    return evo_fsr_block_sum(s, part);
+}
+
+// one link, one kernel: the hash of call j's outputs, then call j+1's inputs drawn from it.
+// ``mode``: EVO_FSR_SHARED_HASH, every block hashes a slice and publishes its partial, then a
+// grid-wide barrier (the launch is cooperative, so every block is resident) and every block sums
+// the partials; EVO_FSR_LOCAL_HASH (small outputs), every block hashes them whole, no barrier;
+// EVO_FSR_FROM_SEED, no hash: the inputs drawn from the gate's seed (call 0)
 __global__ void __launch_bounds__(EVO_FSR_THREADS) evo_fsr_link_kernel(evo_fsr_buffers outs, evo_fsr_buffers ins,
-                                                                     int from_seed, unsigned target) {
+                                                                     int mode, unsigned target) {
     __shared__ unsigned long long part[EVO_FSR_THREADS / 32];
     __shared__ unsigned long long total;
     const long long stride = (long long)gridDim.x * EVO_FSR_THREADS;
     const long long first = (long long)blockIdx.x * EVO_FSR_THREADS + threadIdx.x;
-    if (from_seed) {
+    if (mode == EVO_FSR_FROM_SEED) {
         if (threadIdx.x == 0) total = evo_fsr_seed;
     } else {
+        const bool local = mode == EVO_FSR_LOCAL_HASH;
+        const long long from = local ? (long long)threadIdx.x : first, step = local ? EVO_FSR_THREADS : stride;
         unsigned long long sum = 0;
         for (int b = 0; b < outs.count; ++b) {
             const unsigned* w = (const unsigned*)outs.p[b];
             const unsigned long long base = (unsigned long long)(b + 1) * 0x9E3779B97F4A7C15ULL;
-            for (long long i = first; i < outs.words[b]; i += stride) {
+            for (long long i = from; i < outs.words[b]; i += step) {
                 unsigned long long p = (unsigned long long)i + base;
                 EVO_FSR_MIX(p);
                 p ^= (unsigned long long)__ldcg(w + i);
@@ -140,24 +175,8 @@ __global__ void __launch_bounds__(EVO_FSR_THREADS) evo_fsr_link_kernel(evo_fsr_b
             }
         }
         sum = evo_fsr_block_sum(sum, part);
-        if (threadIdx.x == 0) {
-            evo_fsr_partials[blockIdx.x] = sum;
-            __threadfence();
-            atomicAdd(&evo_fsr_arrived, 1u);
-            unsigned long long t0, t;
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-            while (*(volatile unsigned*)&evo_fsr_arrived < target) {
-                __nanosleep(32);
-                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-                if ((long long)(t - t0) > EVO_FSR_BARRIER_TIMEOUT_NS) break;   // a wrong hash, caught
-            }
-            __threadfence();
-        }
-        __syncthreads();
-        unsigned long long s = 0;
-        for (int j = threadIdx.x; j < (int)gridDim.x; j += EVO_FSR_THREADS) s += __ldcg(&evo_fsr_partials[j]);
-        s = evo_fsr_block_sum(s, part);
-        if (threadIdx.x == 0) total = s;
+        if (!local) sum = evo_fsr_grid_sum(sum, part, target);
+        if (threadIdx.x == 0) total = sum;
     }
     __syncthreads();
     const unsigned long long h = total;
@@ -193,8 +212,8 @@ static int evo_fsr_pack(evo_fsr_buffers* into, void* const* ptrs, const long lon
 }
 
 // a link between two calls (``from_seed`` 0: the hash of ``outs``, the draw into ``ins``) or
-// before call 0 (``from_seed`` 1: the draw from the gate's seed; ``outs`` unused), one cooperative
-// kernel on ``stream``
+// before call 0 (``from_seed`` 1: the draw from the gate's seed; ``outs`` unused), one kernel on
+// ``stream`` (cooperative where its blocks share the hash)
 extern "C" int evo_fsr_chain_link(void* const* outs, const long long* out_nbytes, int out_count,
                                   void* const* ins, const long long* in_nbytes, int in_count,
                                   int from_seed, void* stream) {
@@ -212,15 +231,23 @@ extern "C" int evo_fsr_chain_link(void* const* outs, const long long* out_nbytes
     if (evo_fsr_pack(&o, outs, out_nbytes, from_seed ? 0 : out_count, &most) ||
         evo_fsr_pack(&in, ins, in_nbytes, in_count, &most))
         return 1;
-    long long want = (most + 4LL * EVO_FSR_THREADS - 1) / (4LL * EVO_FSR_THREADS);   // ~4 words a thread
+    long long want = (most + (long long)EVO_FSR_ITEMS * EVO_FSR_THREADS - 1) / ((long long)EVO_FSR_ITEMS * EVO_FSR_THREADS);
     int grid = (int)(want < evo_fsr_cap ? want : evo_fsr_cap);
     // the barrier's count runs on from link to link (the gate resets it): a link waits for the
     // blocks of every hashing link since the gate, its own included
+    long long out_words = 0;
+    for (int b = 0; b < o.count; ++b) out_words += o.words[b];
+    int mode = from_seed ? EVO_FSR_FROM_SEED
+                         : out_words <= EVO_FSR_LOCAL_HASH_WORDS ? EVO_FSR_LOCAL_HASH : EVO_FSR_SHARED_HASH;
     unsigned target = 0;
-    if (!from_seed) target = (evo_fsr_expected += (unsigned)grid);
-    void* args[] = {&o, &in, &from_seed, &target};
-    cudaLaunchCooperativeKernel((const void*)evo_fsr_link_kernel, dim3(grid), dim3(EVO_FSR_THREADS), args, 0,
-                                (cudaStream_t)stream);
+    if (mode == EVO_FSR_SHARED_HASH) {
+        target = (evo_fsr_expected += (unsigned)grid);
+        void* args[] = {&o, &in, &mode, &target};
+        cudaLaunchCooperativeKernel((const void*)evo_fsr_link_kernel, dim3(grid), dim3(EVO_FSR_THREADS), args, 0,
+                                    (cudaStream_t)stream);
+    } else {
+        evo_fsr_link_kernel<<<grid, EVO_FSR_THREADS, 0, (cudaStream_t)stream>>>(o, in, mode, target);
+    }
     return (int)cudaGetLastError();
 }
 """

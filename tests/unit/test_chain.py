@@ -76,11 +76,13 @@ def test_the_first_call_is_drawn_from_the_seed_the_gate_saw(host_chain):
 
 def test_the_cuda_library_has_the_gate_and_no_pace():
     """The CUDA chain: the gate spins on the shared word with a bound, the draw has no pace, and a
-    link is one cooperative kernel (a forger that fuses the links saves at most one launch)."""
+    link is one kernel (cooperative where its blocks share the hash, plain where each hashes the
+    outputs whole): a forger that fuses the links into its own kernels saves about one launch."""
     source = chain.chain_source(get_task("topk"))
     assert "evo_fsr_chain_gate" in source and "globaltimer" in source and "EVO_FSR_PACE" not in source
     link = source[source.index('extern "C" int evo_fsr_chain_link('):]
-    assert link.count("cudaLaunchCooperativeKernel(") == 1 and "<<<" not in link
+    assert link.count("cudaLaunchCooperativeKernel(") == 1 and link.count("<<<") == 1
+    assert link.index("cudaLaunchCooperativeKernel(") < link.index("} else {") < link.index("<<<")
     assert f"{int(chain.GATE_TIMEOUT_S * 1e9)}LL" in source
 
 
