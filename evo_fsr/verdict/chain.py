@@ -49,9 +49,12 @@ topk's link 8.19 -> 3.16 us, 30.1 % -> 13.2 % of a chained call; sort's 13.16 ->
 do too (SECURITY.md).
 
 Every input buffer must be float32 (uniform draws are valid inputs), with no ``inout`` buffer,
-and the task's inputs i.i.d. per element (``timed_inputs: mix``): ``eligible``.  The draws are
-exact in float32 (multiples of 2**-23), so the trusted side reproduces them bit for bit, in NumPy
-or CuPy, from the same arithmetic.
+and the task's inputs i.i.d. per element (``timed_inputs: mix``): ``eligible``.  A draw is 53
+random bits u, and ``2 * u * 2**-53 - 1`` is exact in double and rounded once to float (IEEE round
+to nearest, the same in CUDA, C, NumPy and CuPy), so the trusted side reproduces the draws bit for
+bit.  Values near zero keep their fine bits: until the thirty-fifth session the draws were
+multiples of 2**-23, whose sort keys fit 24 bits (three radix passes instead of four, a speed-up
+only on the draws).
 """
 from __future__ import annotations
 
@@ -188,7 +191,7 @@ __global__ void __launch_bounds__(EVO_FSR_THREADS) evo_fsr_link_kernel(evo_fsr_b
             EVO_FSR_MIX(p);
             p ^= h;
             EVO_FSR_MIX(p);
-            x[i] = (float)(unsigned)(p >> 40) * (1.0f / 8388608.0f) - 1.0f;
+            x[i] = (float)(2.0 * ((double)(p >> 11) * (1.0 / 9007199254740992.0)) - 1.0);
         }
     }
 }
@@ -291,7 +294,7 @@ int evo_fsr_chain_link(void* const* outs, const long long* out_nbytes, int out_c
             EVO_FSR_MIX(p);
             p ^= h;
             EVO_FSR_MIX(p);
-            x[i] = (float)(unsigned)(p >> 40) * (1.0f / 8388608.0f) - 1.0f;
+            x[i] = (float)(2.0 * ((double)(p >> 11) * (1.0 / 9007199254740992.0)) - 1.0);
         }
     }
     return 0;
@@ -349,7 +352,8 @@ def inputs_from_hash(xp: Any, h: int, sizes: list[int]) -> list[Any]:
     for b, n in enumerate(sizes):
         p = _mix(xp, xp.arange(n, dtype=u) + u((b + 1) * _GOLD_IN & _MASK64))
         p = _mix(xp, p ^ u(h))
-        made.append((p >> u(40)).astype(xp.float32) * xp.float32(1.0 / 8388608.0) - xp.float32(1.0))
+        unit = (p >> u(11)).astype(xp.float64) * xp.float64(1.0 / 9007199254740992.0)   # 53 bits, exact
+        made.append((xp.float64(2.0) * unit - xp.float64(1.0)).astype(xp.float32))         # one rounding
     return made
 
 

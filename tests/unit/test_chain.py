@@ -101,6 +101,18 @@ def test_every_output_word_and_its_place_move_the_hash():
     assert chain.output_hash(np, [indices.view(np.float32), values.view(np.int32)]) != h   # buffers swapped
 
 
+def test_the_draws_are_not_a_24_bit_grid():
+    """Draws of 53 random bits rounded once to float: values under 0.5 in magnitude keep bits below
+    2**-23 (a grid of 2**-23, the draws until the thirty-fifth session, lets a sort of the draws use
+    24-bit keys), and the sort keys spread over many exponents."""
+    x = chain.inputs_from_hash(np, 0x0123_4567_89AB_CDEF, [1 << 16])[0]
+    off_grid = np.mean(x * np.float32(1 << 23) != np.round(x * np.float32(1 << 23)))
+    assert off_grid > 0.4, f"only {off_grid:.1%} of the draws are off the 2**-23 grid"
+    exponents = np.unique((x.view(np.uint32) >> 23) & 0xFF)
+    assert len(exponents) >= 12, exponents
+    assert x.min() >= -1.0 and x.max() < 1.0 and abs(float(x.mean())) < 0.02
+
+
 def test_expected_inputs_keep_the_template_shape_and_other_keys():
     task = get_task("topk")
     template = {"x": np.zeros(1000, np.float32)}
