@@ -68,7 +68,8 @@ tests)
     # would wait on the other groups' work, so it is off for the groups (on for the rerun alone)
     export EVO_FSR_GPU_SHARED=1
     timeout 540 $P tests/gpu/test_evaluator_gpu.py tests/gpu/test_edges_gpu.py > "$out/t_eval.log" 2>&1 &
-    timeout 540 $P tests/gpu/test_families_a_gpu.py tests/gpu/test_export_gpu.py > "$out/t_families_a.log" 2>&1 &
+    timeout 540 $P -s tests/gpu/test_families_a_gpu.py tests/gpu/test_export_gpu.py tests/gpu/test_base_sets_gpu.py \
+        > "$out/t_families_a.log" 2>&1 &
     for third in 1 2 3; do
         FAMILY_SHARD=$third/3 timeout 540 $P tests/gpu/test_families_b_gpu.py -k validates > "$out/t_families_b_v$third.log" 2>&1 &
         FAMILY_SHARD=$third/3 timeout 540 $P tests/gpu/test_families_b_gpu.py -k aligned > "$out/t_families_b_a$third.log" 2>&1 &

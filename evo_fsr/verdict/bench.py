@@ -79,6 +79,7 @@ class ShapeBench:
         if self.chained and len(slots) > 1:
             seed = secrets.randbits(64) | 1
             return [drawn_inputs(self.inputs.task, seed, self.inputs.bases[0], self.inputs.xp)], seed
+        self.inputs.new_window()
         return [self.inputs.next() for _ in slots], None
 
     @property

@@ -9,18 +9,22 @@
   permutation (fresh per call), chosen by a secret per-call mask.  The multiset of values
   changes with every call, so order- and
   permutation-invariant outputs (sums, sorts, histograms, top-k) change too, and no earlier call's
-  answer is this call's.  Tasks whose inputs are not element-wise exchangeable declare
+  answer is this call's.  The base sets themselves are redrawn for every window where that is
+  affordable (``new_window``, base_sets.py): no universe of values outlives a window.  Tasks whose
+  inputs are not element-wise exchangeable declare
   ``timed_inputs: regenerate`` and get ``make_inputs`` with a fresh secret seed per call.
 """
 from __future__ import annotations
 
 import logging
 import secrets
+import time
 from typing import Any
 
 import numpy as np
 
 from ..tasks import Shape, Task
+from . import base_sets
 from .memory import Block, TrustedMemory
 from .validate import widen
 
@@ -325,10 +329,27 @@ class TimedInputs:
         self.by_rows = mode == "mix_rows"
         self._rng = secrets.SystemRandom()
         self.bases: list[dict[str, Any]] = []
+        #: how the base sets are renewed for each window: device, host or fixed (base_sets.py)
+        self.redraw = "fixed"
         if not self.regenerate:
-            for _ in range(2):
-                host = make_case(task, shape, secrets.randbits(63), self.case)
-                self.bases.append({k: xp.asarray(v) for k, v in host.items()})
+            started = time.perf_counter()
+            hosts = [make_case(task, shape, secrets.randbits(63), self.case) for _ in range(2)]
+            host_ms = (time.perf_counter() - started) * 1e3 / 2
+            self.bases = [{k: xp.asarray(v) for k, v in host.items()} for host in hosts]
+            self.redraw = base_sets.choose_redraw(task, shape, self.case, xp, hosts[0], host_ms,
+                                                  lambda: secrets.randbits(63))
+
+    def new_window(self) -> None:
+        """Two fresh base sets for the next window's calls, where ``redraw`` allows (base_sets.py):
+        a kernel that learns the values of earlier calls learns nothing of this window's."""
+        if self.regenerate or self.redraw == "fixed":
+            return
+        if self.redraw == "device":
+            self.bases = [base_sets.device_case(self.task, self.shape, secrets.randbits(63), self.case, self.xp)
+                          for _ in range(2)]
+        else:
+            self.bases = [{k: self.xp.asarray(v) for k, v in make_case(self.task, self.shape, secrets.randbits(63),
+                                                                        self.case).items()} for _ in range(2)]
 
     def first_base_host(self) -> dict[str, np.ndarray]:
         """A host copy of one base set (for the library timing, which wants NumPy inputs)."""

@@ -1,0 +1,137 @@
+"""Fresh base sets for every timed window (``inputs.TimedInputs``).
+
+Why.  Every timed call of a ``mix`` shape mixes two base sets drawn from the task's distribution.
+Drawn once per evaluator, they make the values of every timed call come from one universe of 2n
+values, which a kernel sees whole after a few calls: a sort that keeps a table from each value to
+its rank in that universe sorts a later call by a lookup, a mark and a compaction, where an honest
+radix sort makes four read-and-write passes (SECURITY.md, "The timed inputs come from a fixed
+pool").  Learning takes calls; a window holds at most a few, back to back.  So the base sets are
+redrawn for every window, where that is affordable:
+
+- ``device``: the task's own ``make_inputs`` run with the device's random generator (CuPy's
+  ``default_rng``; NumPy functions in a generator dispatch to CuPy on CuPy arrays), only for
+  ``timed_inputs: mix`` (elements i.i.d., so the checks below see the whole distribution), and only
+  where a draw passes ``distribution_mismatch`` against the host's draw once, when the shape is
+  first timed: the generator must give device arrays of the declared dtypes and shapes, whose
+  quantiles, share of ties, order and finite share match the host's;
+- ``host``: the host generator, where one draw takes at most ``HOST_REDRAW_MAX_MS``;
+- ``fixed``: otherwise, the two base sets of the first draw (as before the thirty-fifth session),
+  logged once.
+
+Nothing here judges a kernel: every timed call is still checked against a reference of exactly
+its inputs, so a draw from a slightly different distribution costs fairness, never soundness; the
+checks keep it honest.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from ..tasks import Shape, Task
+
+log = logging.getLogger(__name__)
+
+#: a shape whose host draw takes longer keeps its base sets unless the device can draw them
+HOST_REDRAW_MAX_MS = 5.0
+#: a device draw slower than this (a generator that loops in Python, say) is not used per window
+DEVICE_REDRAW_MAX_MS = 20.0
+#: elements of each buffer compared between a device draw and a host draw
+CHECK_ELEMENTS = 1 << 20
+#: quantiles compared, and how far apart they may lie as a share of the host's 1 %..99 % spread
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+QUANTILE_TOLERANCE = 0.1
+#: largest difference allowed in the share of finite values, of distinct values and of
+#: non-decreasing neighbours, over n compared elements: this plus four standard errors at worst
+SHARE_TOLERANCE = 0.02
+
+
+def device_case(task: Task, shape: Shape, seed: int, case: str, xp: Any) -> dict[str, Any]:
+    """One draw of the task's inputs made by ``xp``'s generator (CuPy on a GPU); raises where the
+    generator gives anything but ``xp`` arrays of the declared dtypes and shapes."""
+    from .inputs import INPUT_ROLES, np_dtype   # noqa: PLC0415 - inputs.py imports this module
+
+    inputs = task.make_inputs(shape.env, xp.random.default_rng(seed), case)
+    made: dict[str, Any] = {}
+    for arg in task.args:
+        if arg.role not in INPUT_ROLES:
+            continue
+        array = inputs.get(arg.name)
+        want = np_dtype(arg.dtype)
+        if not isinstance(array, xp.ndarray) or array.dtype != want or tuple(array.shape) != tuple(arg.dims_of(shape.env)):
+            raise TypeError(f"{arg.name}: {type(array).__name__} {getattr(array, 'dtype', None)} "
+                            f"{getattr(array, 'shape', None)}, declared {arg.dtype} {arg.dims_of(shape.env)}")
+        made[arg.name] = array
+    return made
+
+
+def _host(x: Any) -> np.ndarray:
+    values = x.get() if hasattr(x, "get") else np.asarray(x)
+    return np.ascontiguousarray(values).reshape(-1)[:CHECK_ELEMENTS]
+
+
+def _shares(values: np.ndarray) -> tuple[float, float, float]:
+    """(finite, distinct, non-decreasing neighbours) as shares of the values."""
+    n = max(values.size, 1)
+    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+    ordered = float(np.mean(values[1:] >= values[:-1])) if values.size > 1 else 1.0
+    return finite.size / n, len(np.unique(values)) / n, ordered
+
+
+def distribution_mismatch(host: dict[str, Any], device: dict[str, Any]) -> str | None:
+    """Why a device draw does not look like a host draw of the same inputs (None: it does)."""
+    for name, want in host.items():
+        if name not in device:
+            continue
+        a, b = _host(want), _host(device[name])
+        if a.dtype != b.dtype or a.size != b.size:
+            return f"{name}: {b.dtype} x {b.size}, the host draws {a.dtype} x {a.size}"
+        allowed = SHARE_TOLERANCE + 4.0 * 0.5 / max(a.size, 1) ** 0.5
+        for what, x, y in zip(("finite values", "distinct values", "non-decreasing neighbours"),
+                              _shares(a), _shares(b)):
+            if abs(x - y) > allowed:
+                return f"{name}: {what} {y:.3f} of the draw, {x:.3f} of the host's"
+        fa, fb = a[np.isfinite(a)] if a.dtype.kind == "f" else a, b[np.isfinite(b)] if b.dtype.kind == "f" else b
+        if fa.size == 0 or fb.size == 0:
+            continue
+        fa, fb = fa.astype(np.float64), fb.astype(np.float64)
+        low, high = np.quantile(fa, [0.01, 0.99])
+        spread = max(float(high - low), float(np.max(np.abs(fa))) * 1e-6, 1e-30)
+        for q, x, y in zip(QUANTILES, np.quantile(fa, QUANTILES), np.quantile(fb, QUANTILES)):
+            if abs(x - y) > QUANTILE_TOLERANCE * spread:
+                return f"{name}: quantile {q} is {y:.6g} in the draw, {x:.6g} in the host's"
+        if a.dtype.kind in "iu" and (fb.min() < fa.min() or fb.max() > fa.max()):
+            return f"{name}: values {fb.min():.0f}..{fb.max():.0f}, the host's {fa.min():.0f}..{fa.max():.0f}"
+    return None
+
+
+def choose_redraw(task: Task, shape: Shape, case: str, xp: Any, host_sample: dict[str, Any], host_ms: float,
+                  seed: Callable[[], int]) -> str:
+    """``device``, ``host`` or ``fixed`` (the module's docstring) for one benchmark shape."""
+    why = "the host's generator"
+    if xp is not np and task.timed_inputs == "mix":
+        try:
+            problem = distribution_mismatch(host_sample, device_case(task, shape, seed(), case, xp))
+            started = time.perf_counter()          # the second draw: the first compiles kernels
+            device_case(task, shape, seed(), case, xp)
+            if hasattr(xp, "cuda"):
+                xp.cuda.get_current_stream().synchronize()
+            device_ms = (time.perf_counter() - started) * 1e3
+            if problem is None and device_ms <= DEVICE_REDRAW_MAX_MS:
+                log.debug("%s %s: base sets redrawn on the device every window (%.2f ms a draw)", task.name,
+                          shape.label, device_ms)
+                return "device"
+            why = (f"a device draw unlike the host's ({problem})" if problem
+                   else f"a device draw takes {device_ms:.1f} ms")
+        except Exception as exc:  # noqa: BLE001 - any failure: the host's generator
+            why = f"no device draw ({type(exc).__name__}: {str(exc)[:200]})"
+    if host_ms <= HOST_REDRAW_MAX_MS:
+        return "host"
+    log.info("%s %s: timed inputs mix two fixed base sets (%s; a host draw takes %.0f ms)", task.name, shape.label,
+             why, host_ms)
+    return "fixed"
+
+
+__all__ = ["DEVICE_REDRAW_MAX_MS", "HOST_REDRAW_MAX_MS", "choose_redraw", "device_case", "distribution_mismatch"]

@@ -1,0 +1,153 @@
+"""Base sets redrawn for every timed window (verdict/base_sets.py, inputs.TimedInputs.new_window):
+the device path's checks pass every task's own generator and refuse draws unlike the host's, and
+no universe of values outlives a window."""
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evo_fsr.tasks import discover, get_task
+from evo_fsr.verdict import base_sets
+from evo_fsr.verdict.inputs import INPUT_ROLES, TimedInputs, make_case
+
+
+class Device:
+    """NumPy under another name: ``xp is not np``, so the device path is taken (as with CuPy)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np, name)
+
+
+def _largest_validation_shape(task):
+    def elements(shape) -> int:
+        return sum(a.numel(shape.env) for a in task.args if a.role in INPUT_ROLES)
+    return max(task.validation, key=elements)
+
+
+MIX_TASKS = [name for name in discover() if get_task(name).timed_inputs == "mix"]
+
+
+@pytest.mark.parametrize("name", MIX_TASKS)
+def test_every_mix_task_draws_on_the_device_path(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ``mix`` task's generator, run with the array module's own generator, gives arrays of
+    the declared kinds whose distribution passes the checks against a host draw (else the task
+    would silently keep fixed base sets on a GPU).  Here the "device" is the CPU: no time limit."""
+    monkeypatch.setattr(base_sets, "DEVICE_REDRAW_MAX_MS", float("inf"))
+    task = get_task(name)
+    shape = _largest_validation_shape(task)
+    case = task.distributions[0]
+    host = make_case(task, shape, 1, case)
+    drawn = base_sets.device_case(task, shape, 2, case, Device())
+    assert set(drawn) == {a.name for a in task.args if a.role in INPUT_ROLES}
+    elements = sum(int(v.size) for v in drawn.values())
+    if elements < 2000:
+        pytest.skip(f"{shape.label}: {elements} elements, too few to compare quantiles")
+    assert base_sets.distribution_mismatch(host, drawn) is None
+    assert base_sets.choose_redraw(task, shape, case, Device(), host, 1e9, lambda: 3) == "device"
+
+
+def _draws(values: np.ndarray) -> dict[str, np.ndarray]:
+    return {"x": values}
+
+
+@pytest.mark.parametrize("wrong, why", [
+    (lambda rng, n: rng.random(n, dtype=np.float32), "quantile"),                              # uniform
+    (lambda rng, n: np.sort(rng.standard_normal(n, dtype=np.float32)), "non-decreasing"),      # sorted
+    (lambda rng, n: np.round(rng.standard_normal(n, dtype=np.float32)), "distinct"),           # ties
+    (lambda rng, n: np.where(rng.random(n) < 0.3, np.float32(np.nan),
+                             rng.standard_normal(n, dtype=np.float32)).astype(np.float32), "finite"),
+    (lambda rng, n: rng.standard_normal(n // 2, dtype=np.float32), "x 32768"),                 # too short
+    (lambda rng, n: rng.standard_normal(n).astype(np.float64), "float64"),                     # wrong dtype
+])
+def test_a_draw_unlike_the_hosts_is_refused(wrong, why: str) -> None:
+    n = 1 << 16
+    host = _draws(np.random.default_rng(0).standard_normal(n, dtype=np.float32))
+    problem = base_sets.distribution_mismatch(host, _draws(wrong(np.random.default_rng(1), n)))
+    assert problem is not None and why in problem, problem
+    honest = _draws(np.random.default_rng(2).standard_normal(n, dtype=np.float32))
+    assert base_sets.distribution_mismatch(host, honest) is None
+
+
+def test_integer_draws_out_of_the_hosts_range_are_refused() -> None:
+    rng = np.random.default_rng(0)
+    host = {"bins": rng.integers(0, 256, 1 << 16).astype(np.int32)}
+    assert base_sets.distribution_mismatch(host, {"bins": rng.integers(0, 256, 1 << 16).astype(np.int32)}) is None
+    wider = rng.integers(0, 256, 1 << 16).astype(np.int32)
+    wider[:1] = 300
+    problem = base_sets.distribution_mismatch(host, {"bins": wider})
+    assert problem is not None and "values" in problem, problem
+
+
+def test_a_generator_that_leaves_the_device_falls_back(monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """A generator that returns host arrays (here: one that ignores the device's generator) is
+    not used per window: the host redraws where that is quick, and otherwise the base sets stay
+    fixed, with a log line naming the reason."""
+    task = get_task("sort")
+    shape = task.make_shape({"N": 100_003}, "bench")
+    host = make_case(task, shape, 1, "random")
+
+    class HostOnly(Device):
+        ndarray = type("DeviceArray", (), {})     # no NumPy array is one of these
+
+    assert base_sets.choose_redraw(task, shape, "random", HostOnly(), host, 1.0, lambda: 3) == "host"
+    with caplog.at_level(logging.INFO, logger="evo_fsr.verdict.base_sets"):
+        assert base_sets.choose_redraw(task, shape, "random", HostOnly(), host, 1e9, lambda: 3) == "fixed"
+    assert "fixed base sets" in caplog.text and "no device draw (TypeError" in caplog.text
+
+
+def test_mix_rows_tasks_do_not_draw_on_the_device() -> None:
+    """Linked rows (y built from X) are not seen whole by the marginal checks: host or fixed."""
+    task = get_task("mse_loss")
+    shape = task.make_shape({"n": 50_001}, "bench")
+    host = make_case(task, shape, 1, "random")
+    assert base_sets.choose_redraw(task, shape, "random", Device(), host, 1e9, lambda: 3) == "fixed"
+
+
+@pytest.mark.parametrize("how", ["device", "host"])
+def test_no_universe_of_values_outlives_a_window(how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attack new_window closes: a sort that learns the 2n values of the base sets from
+    earlier calls.  After a new window, the calls' values are (nearly) all new."""
+    task = get_task("sort")
+    shape = task.make_shape({"N": 20_011}, "bench")
+    if how == "host":
+        source = TimedInputs(task, shape, np)
+    else:
+        monkeypatch.setattr(base_sets, "HOST_REDRAW_MAX_MS", -1.0)   # the host never quick enough
+        source = TimedInputs(task, shape, Device())
+    assert source.redraw == how
+    universe = set(np.concatenate([b["x"] for b in source.bases]).tolist())
+    first = source.next()["x"]
+    assert set(first.tolist()) <= universe
+    source.new_window()
+    later = source.next()["x"]
+    assert len(set(later.tolist()) & universe) < 0.01 * later.size
+    assert set(later.tolist()) <= set(np.concatenate([b["x"] for b in source.bases]).tolist())
+
+
+def test_fixed_base_sets_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where neither the device nor a quick host draw is available, the base sets are those of the
+    first draw (as before): new_window changes nothing, and the calls still differ."""
+    monkeypatch.setattr(base_sets, "HOST_REDRAW_MAX_MS", -1.0)
+    task = get_task("sort")
+    shape = task.make_shape({"N": 4099}, "bench")
+    source = TimedInputs(task, shape, np)
+    assert source.redraw == "fixed"
+    before = [b["x"].copy() for b in source.bases]
+    source.new_window()
+    assert all(np.array_equal(a, b["x"]) for a, b in zip(before, source.bases))
+    assert not np.array_equal(source.next()["x"], source.next()["x"])
+
+
+def test_regenerate_tasks_need_no_base_sets() -> None:
+    names = [n for n in discover() if get_task(n).timed_inputs == "regenerate"]
+    for name in names:
+        task = get_task(name)
+        source = TimedInputs(task, _largest_validation_shape(task), np)
+        assert source.bases == [] and source.redraw == "fixed"
+        source.new_window()                       # nothing to redraw
+    assert secrets is not None
