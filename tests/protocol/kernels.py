@@ -280,3 +280,41 @@ int launch(const float* x, float* y, int n, void* stream) {
     return 0;
 }
 """
+
+# An honest relu that keeps every input value it has seen (a hash set of bit patterns) and prints,
+# for each call of a benchmark-sized n, the share of its values seen in earlier calls: what a sort
+# or top-k that learns the universe of the timed inputs' values would exploit (SECURITY.md, "The
+# timed inputs come from a fixed pool"; verdict/base_sets.py).
+LEARNS_THE_UNIVERSE = r"""
+#include <stdio.h>
+#include <string.h>
+#define ADV_SLOTS (1u << 23)
+static unsigned adv_seen[ADV_SLOTS];            /* bit pattern + 1; 0: empty */
+static int adv_has(unsigned key) {
+    unsigned h = (key * 2654435761u) & (ADV_SLOTS - 1);
+    while (adv_seen[h] && adv_seen[h] != key) h = (h + 1) & (ADV_SLOTS - 1);
+    return adv_seen[h] == key;
+}
+static void adv_add(unsigned key) {
+    unsigned h = (key * 2654435761u) & (ADV_SLOTS - 1);
+    while (adv_seen[h] && adv_seen[h] != key) h = (h + 1) & (ADV_SLOTS - 1);
+    adv_seen[h] = key;
+}
+static long adv_values = 0;
+int launch(const float* x, float* y, int n, void* stream) {
+    for (int i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    if (n < 20000 || adv_values > (long)(ADV_SLOTS / 2)) return 0;
+    long known = 0;
+    for (int i = 0; i < n; ++i) {
+        unsigned key; memcpy(&key, x + i, 4); key += 1u;
+        known += adv_has(key);
+    }
+    for (int i = 0; i < n; ++i) {
+        unsigned key; memcpy(&key, x + i, 4); key += 1u;
+        if (!adv_has(key)) { adv_add(key); ++adv_values; }
+    }
+    printf("adv-universe: n=%d known=%.4f\n", n, (double)known / n);
+    fflush(stdout);
+    return 0;
+}
+"""

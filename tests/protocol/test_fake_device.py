@@ -778,3 +778,34 @@ def test_a_gpu_busy_while_the_fresh_pool_is_taken_is_the_evaluators_failure(eval
             busy.unlink(missing_ok=True)
     assert made and result.rejection == "crash:evaluator", result.summary
     assert "fresh pool" in result.summary and "another process is using this GPU" in result.summary
+
+
+def _known_shares(result) -> list[float]:
+    """The share of each benchmark-sized call's input values the candidate had seen before."""
+    lines = [ln for ln in result.log("run").splitlines() if ln.startswith("adv-universe: ")]
+    return [float(ln.rsplit("known=", 1)[1]) for ln in lines]
+
+
+def test_no_call_reuses_the_universe_of_an_earlier_window(evaluator, monkeypatch):
+    """The timed inputs' base sets are redrawn for every window (verdict/base_sets.py): a kernel
+    that remembers every value it has seen meets new values in every window.  With the base sets
+    fixed (as before the thirty-fifth session, and still where no quick draw is possible), the
+    same kernel has seen nearly every value of a call after a few calls: that is the universe a
+    sort or top-k could learn.  Fails if ``new_window`` is no longer called per window, or if the
+    fixed case stops showing the exposure (then the probe says nothing)."""
+    from evo_fsr.verdict import base_sets
+
+    fresh = judge_with(evaluator, kernels.LEARNS_THE_UNIVERSE)
+    assert fresh.status is Status.OK, fresh.summary
+    # the evaluator times 6 calls, one a window (min_trials = max_trials = 6, batch_max = 1): the
+    # last 6 calls logged (a second round, if any, is timed too); the earlier ones validate
+    shares = _known_shares(fresh)
+    assert len(shares) >= 6 + 1, fresh.log("run")[-2000:]
+    assert max(shares[-6:]) < 0.2, shares
+
+    monkeypatch.setattr(base_sets, "HOST_REDRAW_MAX_MS", -1.0)       # no redraw: the base sets stay
+    fixed = judge_with(evaluator, kernels.LEARNS_THE_UNIVERSE)
+    assert fixed.status is Status.OK, fixed.summary
+    shares = _known_shares(fixed)
+    # each call mixes about half of each base set: after k calls, 1 - 2^-k of the next is known
+    assert min(shares[-3:]) > 0.8, shares
