@@ -1,20 +1,23 @@
-"""Fresh base sets for every timed window (``inputs.TimedInputs``).
+"""Fresh timed inputs for every call, or fresh base sets for every window (``inputs.TimedInputs``).
 
 Why.  Every timed call of a ``mix`` shape mixes two base sets drawn from the task's distribution.
 Drawn once per evaluator, they make the values of every timed call come from one universe of 2n
 values, which a kernel sees whole after a few calls: a sort that keeps a table from each value to
 its rank in that universe sorts a later call by a lookup, a mark and a compaction, where an honest
 radix sort makes four read-and-write passes (SECURITY.md, "The timed inputs come from a fixed
-pool").  Learning takes calls; a window holds at most a few, back to back.  So the base sets are
-redrawn for every window, where that is affordable:
+pool").  So, where that is affordable:
 
-- ``device``: the task's own ``make_inputs`` run with the device's random generator (CuPy's
+- ``device``: every timed call is a fresh draw (no base sets, no universe at all) of the task's own
+  ``make_inputs`` run with the device's random generator (CuPy's
   ``default_rng``; NumPy functions in a generator dispatch to CuPy on CuPy arrays), only for
   ``timed_inputs: mix`` (elements i.i.d., so the checks below see the whole distribution), and only
   where a draw passes ``distribution_mismatch`` against the host's draw once, when the shape is
   first timed: the generator must give device arrays of the declared dtypes and shapes, whose
-  quantiles, share of ties, order and finite share match the host's;
-- ``host``: the host generator, where one draw takes at most ``HOST_REDRAW_MAX_MS``;
+  quantiles, share of ties, order and finite share match the host's, and a draw takes at most
+  ``DEVICE_REDRAW_MAX_MS``;
+- ``host``: the two base sets redrawn by the host generator for every window, where one draw
+  takes at most ``HOST_REDRAW_MAX_MS`` (the calls of one window, a batch of at most a few back to
+  back, still mix one pair);
 - ``fixed``: otherwise, the two base sets of the first draw (as before the thirty-fifth session),
   logged once.
 
@@ -36,8 +39,8 @@ log = logging.getLogger(__name__)
 
 #: a shape whose host draw takes longer keeps its base sets unless the device can draw them
 HOST_REDRAW_MAX_MS = 5.0
-#: a device draw slower than this (a generator that loops in Python, say) is not used per window
-DEVICE_REDRAW_MAX_MS = 20.0
+#: a device draw slower than this (a generator that loops in Python, say) is not used per call
+DEVICE_REDRAW_MAX_MS = 10.0
 #: elements of each buffer compared between a device draw and a host draw
 CHECK_ELEMENTS = 1 << 20
 #: quantiles compared, and how far apart they may lie as a share of the host's 1 %..99 % spread
@@ -120,7 +123,7 @@ def choose_redraw(task: Task, shape: Shape, case: str, xp: Any, host_sample: dic
                 xp.cuda.get_current_stream().synchronize()
             device_ms = (time.perf_counter() - started) * 1e3
             if problem is None and device_ms <= DEVICE_REDRAW_MAX_MS:
-                log.debug("%s %s: base sets redrawn on the device every window (%.2f ms a draw)", task.name,
+                log.debug("%s %s: every timed call drawn on the device (%.2f ms a draw)", task.name,
                           shape.label, device_ms)
                 return "device"
             why = (f"a device draw unlike the host's ({problem})" if problem

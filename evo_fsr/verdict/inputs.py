@@ -9,9 +9,10 @@
   permutation (fresh per call), chosen by a secret per-call mask.  The multiset of values
   changes with every call, so order- and
   permutation-invariant outputs (sums, sorts, histograms, top-k) change too, and no earlier call's
-  answer is this call's.  The base sets themselves are redrawn for every window where that is
-  affordable (``new_window``, base_sets.py): no universe of values outlives a window.  Tasks whose
-  inputs are not element-wise exchangeable declare
+  answer is this call's.  Where the task's generator runs on the device (base_sets.py), every
+  timed call is a fresh draw of it instead; else the base sets are redrawn for every window where
+  the host draws them quickly (``new_window``): no universe of values outlives a window.  Tasks
+  whose inputs are not element-wise exchangeable declare
   ``timed_inputs: regenerate`` and get ``make_inputs`` with a fresh secret seed per call.
 """
 from __future__ import annotations
@@ -340,14 +341,10 @@ class TimedInputs:
                                                   lambda: secrets.randbits(63))
 
     def new_window(self) -> None:
-        """Two fresh base sets for the next window's calls, where ``redraw`` allows (base_sets.py):
-        a kernel that learns the values of earlier calls learns nothing of this window's."""
-        if self.regenerate or self.redraw == "fixed":
-            return
-        if self.redraw == "device":
-            self.bases = [base_sets.device_case(self.task, self.shape, secrets.randbits(63), self.case, self.xp)
-                          for _ in range(2)]
-        else:
+        """Two fresh base sets for the next window's calls where the host redraws them
+        (base_sets.py): a kernel that learns the values of earlier windows learns nothing of this
+        one's.  (Drawn on the device, every call is a fresh draw: ``next``.)"""
+        if self.redraw == "host":
             self.bases = [{k: self.xp.asarray(v) for k, v in make_case(self.task, self.shape, secrets.randbits(63),
                                                                         self.case).items()} for _ in range(2)]
 
@@ -363,6 +360,8 @@ class TimedInputs:
         if self.regenerate:
             host = make_case(self.task, self.shape, secrets.randbits(63), self.case)
             return {k: self.xp.asarray(v) for k, v in host.items()}
+        if self.redraw == "device":     # the task's generator on the device: no base set at all
+            return base_sets.device_case(self.task, self.shape, secrets.randbits(63), self.case, self.xp)
         a, b = self.bases
         if self.by_rows:            # one mask and one pair of shifts for every buffer: rows stay linked
             rows = {int(base.shape[0]) for base in a.values()}
