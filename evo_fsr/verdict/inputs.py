@@ -330,7 +330,8 @@ class TimedInputs:
         self.by_rows = mode == "mix_rows"
         self._rng = secrets.SystemRandom()
         self.bases: list[dict[str, Any]] = []
-        #: how the base sets are renewed for each window: device, host or fixed (base_sets.py)
+        #: base_sets.py: "device" (every call a fresh draw on the device), "host" (the base sets
+        #: redrawn for every window) or "fixed"
         self.redraw = "fixed"
         if not self.regenerate:
             started = time.perf_counter()
@@ -345,8 +346,12 @@ class TimedInputs:
         (base_sets.py): a kernel that learns the values of earlier windows learns nothing of this
         one's.  (Drawn on the device, every call is a fresh draw: ``next``.)"""
         if self.redraw == "host":
-            self.bases = [{k: self.xp.asarray(v) for k, v in make_case(self.task, self.shape, secrets.randbits(63),
-                                                                        self.case).items()} for _ in range(2)]
+            self.bases = [self._host_draw() for _ in range(2)]
+
+    def _host_draw(self) -> dict[str, Any]:
+        """One draw of the task's generator on the host with a secret seed, as ``xp`` arrays."""
+        host = make_case(self.task, self.shape, secrets.randbits(63), self.case)
+        return {k: self.xp.asarray(v) for k, v in host.items()}
 
     def first_base_host(self) -> dict[str, np.ndarray]:
         """A host copy of one base set (for the library timing, which wants NumPy inputs)."""
@@ -358,8 +363,7 @@ class TimedInputs:
     def next(self) -> dict[str, Any]:
         """The inputs of the next call (private arrays; the caller copies them into a slot)."""
         if self.regenerate:
-            host = make_case(self.task, self.shape, secrets.randbits(63), self.case)
-            return {k: self.xp.asarray(v) for k, v in host.items()}
+            return self._host_draw()
         if self.redraw == "device":     # the task's generator on the device: no base set at all
             return base_sets.device_case(self.task, self.shape, secrets.randbits(63), self.case, self.xp)
         a, b = self.bases
