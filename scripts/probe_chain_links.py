@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import re
 import statistics
 import sys
 import tempfile
@@ -84,10 +85,13 @@ def main() -> int:
             layouts = {"library": chain.chain_source(task)}
             for layout in filter(None, args.layouts.split(",")):
                 per_sm, items, local = (layout.split(":") + ["4096"])[:3]
-                layouts[f"grid {per_sm}/SM, {items} a thread, local hash to {local} words"] = (
-                    chain.chain_source(task).replace("#define EVO_FSR_BLOCKS_PER_SM 4\n", f"#define EVO_FSR_BLOCKS_PER_SM {per_sm}\n")
-                    .replace("#define EVO_FSR_ITEMS 4 ", f"#define EVO_FSR_ITEMS {items} ")
-                    .replace("#define EVO_FSR_LOCAL_HASH_WORDS 4096 ", f"#define EVO_FSR_LOCAL_HASH_WORDS {local} "))
+                source = chain.chain_source(task)
+                for define, value in (("EVO_FSR_BLOCKS_PER_SM", per_sm), ("EVO_FSR_ITEMS", items),
+                                      ("EVO_FSR_LOCAL_HASH_WORDS", local)):
+                    source, count = re.subn(rf"#define {define} \d+", f"#define {define} {int(value)}", source)
+                    if count != 1:
+                        raise SystemExit(f"error: the chain's source has no #define {define} to vary")
+                layouts[f"grid {per_sm}/SM, {items} a thread, local hash to {local} words"] = source
             libs = {label: load(source, task.header(), Path(tmp) / f"{name}-chain-{i}.so", f"the chain ({label})")
                     for i, (label, source) in enumerate(layouts.items())}
             seed_name = task.chain_twin or next(iter(task.seeds()))

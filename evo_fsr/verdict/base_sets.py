@@ -51,34 +51,19 @@ QUANTILE_TOLERANCE = 0.1
 SHARE_TOLERANCE = 0.02
 
 
-def device_case(task: Task, shape: Shape, seed: int, case: str, xp: Any) -> dict[str, Any]:
-    """One draw of the task's inputs made by ``xp``'s generator (CuPy on a GPU); raises where the
-    generator gives anything but ``xp`` arrays of the declared dtypes and shapes."""
-    from .inputs import INPUT_ROLES, np_dtype   # noqa: PLC0415 - inputs.py imports this module
-
-    inputs = task.make_inputs(shape.env, xp.random.default_rng(seed), case)
-    made: dict[str, Any] = {}
-    for arg in task.args:
-        if arg.role not in INPUT_ROLES:
-            continue
-        array = inputs.get(arg.name)
-        want = np_dtype(arg.dtype)
-        if not isinstance(array, xp.ndarray) or array.dtype != want or tuple(array.shape) != tuple(arg.dims_of(shape.env)):
-            raise TypeError(f"{arg.name}: {type(array).__name__} {getattr(array, 'dtype', None)} "
-                            f"{getattr(array, 'shape', None)}, declared {arg.dtype} {arg.dims_of(shape.env)}")
-        made[arg.name] = array
-    return made
-
-
 def _host(x: Any) -> np.ndarray:
     values = x.get() if hasattr(x, "get") else np.asarray(x)
     return np.ascontiguousarray(values).reshape(-1)[:CHECK_ELEMENTS]
 
 
+def _finite(values: np.ndarray) -> np.ndarray:
+    return values[np.isfinite(values)] if values.dtype.kind == "f" else values
+
+
 def _shares(values: np.ndarray) -> tuple[float, float, float]:
     """(finite, distinct, non-decreasing neighbours) as shares of the values."""
     n = max(values.size, 1)
-    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+    finite = _finite(values)
     ordered = float(np.mean(values[1:] >= values[:-1])) if values.size > 1 else 1.0
     return finite.size / n, len(np.unique(values)) / n, ordered
 
@@ -96,10 +81,9 @@ def distribution_mismatch(host: dict[str, Any], device: dict[str, Any]) -> str |
                               _shares(a), _shares(b)):
             if abs(x - y) > allowed:
                 return f"{name}: {what} {y:.3f} of the draw, {x:.3f} of the host's"
-        fa, fb = a[np.isfinite(a)] if a.dtype.kind == "f" else a, b[np.isfinite(b)] if b.dtype.kind == "f" else b
+        fa, fb = _finite(a).astype(np.float64), _finite(b).astype(np.float64)
         if fa.size == 0 or fb.size == 0:
             continue
-        fa, fb = fa.astype(np.float64), fb.astype(np.float64)
         low, high = np.quantile(fa, [0.01, 0.99])
         spread = max(float(high - low), float(np.max(np.abs(fa))) * 1e-6, 1e-30)
         for q, x, y in zip(QUANTILES, np.quantile(fa, QUANTILES), np.quantile(fb, QUANTILES)):
@@ -110,15 +94,17 @@ def distribution_mismatch(host: dict[str, Any], device: dict[str, Any]) -> str |
     return None
 
 
-def choose_redraw(task: Task, shape: Shape, case: str, xp: Any, host_sample: dict[str, Any], host_ms: float,
-                  seed: Callable[[], int]) -> str:
-    """``device``, ``host`` or ``fixed`` (the module's docstring) for one benchmark shape."""
+def choose_redraw(task: Task, shape: Shape, xp: Any, host_sample: dict[str, Any], host_ms: float,
+                  device_draw: Callable[[], dict[str, Any]]) -> str:
+    """``device``, ``host`` or ``fixed`` (the module's docstring) for one benchmark shape:
+    ``host_sample`` and ``host_ms``, a host draw and its time; ``device_draw``, one draw by ``xp``'s
+    generator (``inputs.make_case`` with ``xp``), which raises where it gives other arrays."""
     why = "the host's generator"
     if xp is not np and task.timed_inputs == "mix":
         try:
-            problem = distribution_mismatch(host_sample, device_case(task, shape, seed(), case, xp))
+            problem = distribution_mismatch(host_sample, device_draw())
             started = time.perf_counter()          # the second draw: the first compiles kernels
-            device_case(task, shape, seed(), case, xp)
+            device_draw()
             if hasattr(xp, "cuda"):
                 xp.cuda.get_current_stream().synchronize()
             device_ms = (time.perf_counter() - started) * 1e3
@@ -137,4 +123,4 @@ def choose_redraw(task: Task, shape: Shape, case: str, xp: Any, host_sample: dic
     return "fixed"
 
 
-__all__ = ["DEVICE_REDRAW_MAX_MS", "HOST_REDRAW_MAX_MS", "choose_redraw", "device_case", "distribution_mismatch"]
+__all__ = ["DEVICE_REDRAW_MAX_MS", "HOST_REDRAW_MAX_MS", "choose_redraw", "distribution_mismatch"]

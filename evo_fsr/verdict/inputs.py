@@ -47,15 +47,18 @@ def scalars_of(task: Task, shape: Shape) -> dict[str, int | float]:
             for a in task.args if a.role == "scalar" and a.value is not None}
 
 
-def make_case(task: Task, shape: Shape, seed: int, case: str | None = None) -> dict[str, np.ndarray]:
-    """Inputs of one call from the task's generator, checked against the declared signature."""
-    inputs = task.make_inputs(shape.env, np.random.default_rng(seed), case or shape.case)
+def make_case(task: Task, shape: Shape, seed: int, case: str | None = None, xp: Any = np) -> dict[str, Any]:
+    """Inputs of one call from the task's generator, checked against the declared signature.
+    ``xp``: the array module whose generator draws them (CuPy: on the device, base_sets.py), whose
+    arrays every input must then be."""
+    inputs = task.make_inputs(shape.env, xp.random.default_rng(seed), case or shape.case)
     for arg in task.args:
         if arg.role in INPUT_ROLES:
             array = inputs.get(arg.name)
             want = np_dtype(arg.dtype)
-            if array is None or array.dtype != want or array.shape != arg.dims_of(shape.env):
-                raise RuntimeError(f"task {task.name}: make_inputs gave {arg.name} as "
+            if (array is None or array.dtype != want or tuple(array.shape) != tuple(arg.dims_of(shape.env))
+                    or (xp is not np and not isinstance(array, xp.ndarray))):
+                raise RuntimeError(f"task {task.name}: make_inputs gave {arg.name} as {type(array).__name__} "
                                    f"{getattr(array, 'dtype', None)} {getattr(array, 'shape', None)}, "
                                    f"declared {want} {arg.dims_of(shape.env)}")
     return inputs
@@ -338,8 +341,7 @@ class TimedInputs:
             hosts = [make_case(task, shape, secrets.randbits(63), self.case) for _ in range(2)]
             host_ms = (time.perf_counter() - started) * 1e3 / 2
             self.bases = [{k: xp.asarray(v) for k, v in host.items()} for host in hosts]
-            self.redraw = base_sets.choose_redraw(task, shape, self.case, xp, hosts[0], host_ms,
-                                                  lambda: secrets.randbits(63))
+            self.redraw = base_sets.choose_redraw(task, shape, xp, hosts[0], host_ms, self._device_draw)
 
     def new_window(self) -> None:
         """Two fresh base sets for the next window's calls where the host redraws them
@@ -347,6 +349,10 @@ class TimedInputs:
         one's.  (Drawn on the device, every call is a fresh draw: ``next``.)"""
         if self.redraw == "host":
             self.bases = [self._host_draw() for _ in range(2)]
+
+    def _device_draw(self) -> dict[str, Any]:
+        """One draw of the task's generator by ``xp``'s own generator (on the device), secret seed."""
+        return make_case(self.task, self.shape, secrets.randbits(63), self.case, self.xp)
 
     def _host_draw(self) -> dict[str, Any]:
         """One draw of the task's generator on the host with a secret seed, as ``xp`` arrays."""
@@ -365,7 +371,7 @@ class TimedInputs:
         if self.regenerate:
             return self._host_draw()
         if self.redraw == "device":     # the task's generator on the device: no base set at all
-            return base_sets.device_case(self.task, self.shape, secrets.randbits(63), self.case, self.xp)
+            return self._device_draw()
         a, b = self.bases
         if self.by_rows:            # one mask and one pair of shifts for every buffer: rows stay linked
             rows = {int(base.shape[0]) for base in a.values()}

@@ -290,15 +290,10 @@ LEARNS_THE_UNIVERSE = r"""
 #include <string.h>
 #define ADV_SLOTS (1u << 23)
 static unsigned adv_seen[ADV_SLOTS];            /* bit pattern + 1; 0: empty */
-static int adv_has(unsigned key) {
+static unsigned* adv_slot(unsigned key) {       /* key's slot, or the empty one it would take */
     unsigned h = (key * 2654435761u) & (ADV_SLOTS - 1);
     while (adv_seen[h] && adv_seen[h] != key) h = (h + 1) & (ADV_SLOTS - 1);
-    return adv_seen[h] == key;
-}
-static void adv_add(unsigned key) {
-    unsigned h = (key * 2654435761u) & (ADV_SLOTS - 1);
-    while (adv_seen[h] && adv_seen[h] != key) h = (h + 1) & (ADV_SLOTS - 1);
-    adv_seen[h] = key;
+    return &adv_seen[h];
 }
 static long adv_values = 0;
 int launch(const float* x, float* y, int n, void* stream) {
@@ -307,11 +302,12 @@ int launch(const float* x, float* y, int n, void* stream) {
     long known = 0;
     for (int i = 0; i < n; ++i) {
         unsigned key; memcpy(&key, x + i, 4); key += 1u;
-        known += adv_has(key);
+        known += *adv_slot(key) == key;
     }
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < n; ++i) {                 /* then every value of this call is known */
         unsigned key; memcpy(&key, x + i, 4); key += 1u;
-        if (!adv_has(key)) { adv_add(key); ++adv_values; }
+        unsigned* slot = adv_slot(key);
+        if (*slot != key) { *slot = key; ++adv_values; }
     }
     printf("adv-universe: n=%d known=%.4f\n", n, (double)known / n);
     fflush(stdout);
