@@ -49,6 +49,10 @@ QUANTILE_TOLERANCE = 0.1
 #: largest difference allowed in the share of finite values, of distinct values and of
 #: non-decreasing neighbours, over n compared elements: this plus four standard errors at worst
 SHARE_TOLERANCE = 0.02
+#: an integer edge value the host's draw holds at least this share of a typical value's count is a
+#: hard edge (nothing may pass it); the share of integers that may pass a soft edge (a tail)
+HARD_EDGE_SHARE = 0.01
+TAIL_SHARE = 1e-3
 
 
 def _host(x: Any) -> np.ndarray:
@@ -89,8 +93,32 @@ def distribution_mismatch(host: dict[str, Any], device: dict[str, Any]) -> str |
         for q, x, y in zip(QUANTILES, np.quantile(fa, QUANTILES), np.quantile(fb, QUANTILES)):
             if abs(x - y) > QUANTILE_TOLERANCE * spread:
                 return f"{name}: quantile {q} is {y:.6g} in the draw, {x:.6g} in the host's"
-        if a.dtype.kind in "iu" and (fb.min() < fa.min() or fb.max() > fa.max()):
-            return f"{name}: values {fb.min():.0f}..{fb.max():.0f}, the host's {fa.min():.0f}..{fa.max():.0f}"
+        if a.dtype.kind in "iu":
+            problem = _integer_range_mismatch(fa, fb)
+            if problem:
+                return f"{name}: {problem}"
+    return None
+
+
+def _integer_range_mismatch(host: np.ndarray, draw: np.ndarray) -> str | None:
+    """Integers outside the host draw's range.  Beyond a hard edge, one the host's draw reaches
+    often (``integers(0, C)`` reaches C - 1 about n / C times), none may lie: a label of C or a
+    bin of 256 would make an honest kernel fail.  Beyond a soft edge (a tail: a clipped normal's
+    extremes differ from draw to draw) a few may, never below zero where the host has no negative
+    value."""
+    values, counts = np.unique(host, return_counts=True)
+    typical = host.size / values.size
+    outside = 0
+    for beyond, edge_count in ((draw < values[0], counts[0]), (draw > values[-1], counts[-1])):
+        if beyond.any() and edge_count >= HARD_EDGE_SHARE * typical:
+            return (f"values {draw.min():.0f}..{draw.max():.0f} pass the host's hard edge "
+                    f"({values[0]:.0f}..{values[-1]:.0f})")
+        outside += int(np.count_nonzero(beyond))
+    if values[0] >= 0 and draw.min() < 0:
+        return f"a negative value ({draw.min():.0f}) where the host has none"
+    if outside > TAIL_SHARE * draw.size:
+        return (f"{outside} values outside the host's {values[0]:.0f}..{values[-1]:.0f} "
+                f"(at most {TAIL_SHARE:.0e} of them may be)")
     return None
 
 

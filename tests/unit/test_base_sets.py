@@ -3,6 +3,7 @@ the device path's checks pass every task's own generator and refuse draws unlike
 no universe of values outlives a window."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 from typing import Any
@@ -12,14 +13,8 @@ import pytest
 
 from evo_fsr.tasks import discover, get_task
 from evo_fsr.verdict import base_sets
-from evo_fsr.verdict.inputs import INPUT_ROLES, TimedInputs, make_case
-
-
-class Device:
-    """NumPy under another name: ``xp is not np``, so the device path is taken (as with CuPy)."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(np, name)
+from evo_fsr.verdict.inputs import INPUT_ROLES, TimedInputs, make_case, timed_case
+from strict_device import StrictDevice as Device
 
 
 def _largest_validation_shape(task):
@@ -31,24 +26,45 @@ def _largest_validation_shape(task):
 MIX_TASKS = [name for name in discover() if get_task(name).timed_inputs == "mix"]
 
 
+def _timed_cases(task) -> list[str]:
+    """Every case a benchmark shape of any set is timed with (inputs.timed_case)."""
+    return sorted({timed_case(task, shape) for _, shapes in task.benchmarks for shape in shapes})
+
+
 @pytest.mark.parametrize("name", MIX_TASKS)
 def test_every_mix_task_draws_on_the_device_path(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each ``mix`` task's generator, run with the array module's own generator, gives arrays of
-    the declared kinds whose distribution passes the checks against a host draw (else the task
-    would silently keep fixed base sets on a GPU).  Here the "device" is the CPU: no time limit."""
+    """Each ``mix`` task's generator, run with the array module's own generator for every case its
+    benchmark shapes are timed with, gives arrays of the declared kinds whose distribution passes
+    the checks against a host draw (else the task would silently keep fixed base sets on a GPU).
+    The "device" is strict_device.py's CPU stand-in for CuPy: a host array mixed into a draw, or a
+    generator method CuPy lacks, fails here as on a GPU.  No time limit; validation-sized dims."""
     monkeypatch.setattr(base_sets, "DEVICE_REDRAW_MAX_MS", float("inf"))
     task = get_task(name)
-    shape = _largest_validation_shape(task)
-    case = task.distributions[0]
-    host = make_case(task, shape, 1, case)
-    drawn = make_case(task, shape, 2, case, Device())
-    assert {a.name for a in task.args if a.role in INPUT_ROLES} <= set(drawn)
-    elements = sum(int(drawn[a.name].size) for a in task.args if a.role in INPUT_ROLES)
-    if elements < 2000:
-        pytest.skip(f"{shape.label}: {elements} elements, too few to compare quantiles")
-    assert base_sets.distribution_mismatch(host, drawn) is None
-    assert base_sets.choose_redraw(task, shape, Device(), host, 1e9,
-                                   lambda: make_case(task, shape, 3, case, Device())) == "device"
+    validation = _largest_validation_shape(task)
+    for case in _timed_cases(task):
+        shape = dataclasses.replace(validation, case=case)
+        host = make_case(task, shape, 1, case)
+        drawn = make_case(task, shape, 2, case, Device())
+        assert {a.name for a in task.args if a.role in INPUT_ROLES} <= set(drawn)
+        elements = sum(int(drawn[a.name].size) for a in task.args if a.role in INPUT_ROLES)
+        if elements < 2000:
+            pytest.skip(f"{shape.label}: {elements} elements, too few to compare quantiles")
+        assert base_sets.distribution_mismatch(host, drawn) is None, case
+        assert base_sets.choose_redraw(task, shape, Device(), host, 1e9,
+                                       lambda: make_case(task, shape, 3, case, Device())) == "device", case
+
+
+@pytest.mark.parametrize("mistake, why", [
+    ("np.arange(n) + rng.random(n)", "host numpy.ndarray mixed"),
+    ("x[:2] = np.array([0.0, 1.0])", "host numpy.ndarray assigned"),
+    ("rng.normal(0.0, 1.0, n)", "has no attribute 'normal'"),
+])
+def test_the_stand_in_fails_what_cupy_fails(mistake: str, why: str) -> None:
+    """The three mistakes the GPU found in task generators (histogram, cross_entropy, reverse)
+    each fail under the stand-in, as they did under CuPy."""
+    rng, n, x = Device().random.default_rng(1), 100, Device().random.default_rng(2).random(100)
+    with pytest.raises((TypeError, ValueError, AttributeError), match=why):
+        exec(mistake, {"np": np, "rng": rng, "n": n, "x": x})
 
 
 def _draws(values: np.ndarray) -> dict[str, np.ndarray]:
@@ -80,7 +96,26 @@ def test_integer_draws_out_of_the_hosts_range_are_refused() -> None:
     wider = rng.integers(0, 256, 1 << 16).astype(np.int32)
     wider[:1] = 300
     problem = base_sets.distribution_mismatch(host, {"bins": wider})
-    assert problem is not None and "values" in problem, problem
+    assert problem is not None and "hard edge" in problem, problem
+
+
+def test_integer_tails_may_differ_but_not_shift_or_turn_negative() -> None:
+    """A clipped normal's extremes differ between two draws (histogram's gaussian case: 24..240
+    against 32..229 on 3M values): a few values past a soft edge pass; many, or a negative one
+    where the host has none, do not."""
+    def clipped_normal(seed: int, mean: float = 128.0) -> dict[str, np.ndarray]:
+        x = np.random.default_rng(seed).standard_normal(1 << 20) * 20.0 + mean
+        return {"x": np.clip(np.rint(x), 0, 255).astype(np.int32)}
+    host = clipped_normal(1)
+    tails = [clipped_normal(seed) for seed in range(2, 12)]
+    assert any(d["x"].min() < host["x"].min() or d["x"].max() > host["x"].max() for d in tails)
+    assert all(base_sets.distribution_mismatch(host, d) is None for d in tails)
+    negative = clipped_normal(2)
+    negative["x"][7] = -1
+    assert "negative" in (base_sets.distribution_mismatch(host, negative) or "")
+    many = clipped_normal(3)
+    many["x"][: 1 << 12] = 250
+    assert "outside the host" in (base_sets.distribution_mismatch(host, many) or "")
 
 
 def test_a_generator_that_leaves_the_device_falls_back(monkeypatch: pytest.MonkeyPatch,
