@@ -99,6 +99,17 @@ def test_integer_draws_out_of_the_hosts_range_are_refused() -> None:
     assert problem is not None and "hard edge" in problem, problem
 
 
+def test_integer_quantiles_may_sit_one_value_apart() -> None:
+    """Two draws of cross_entropy's labels, integers(0, 10), put the median at 4 or at 5, about
+    one pair in two (the GPU test found it): any two such draws pass, a shift by two does not."""
+    draws = [{"labels": np.random.default_rng(seed).integers(0, 10, 1 << 20).astype(np.int32)}
+             for seed in range(8)]
+    assert len({float(np.median(d["labels"])) for d in draws}) == 2
+    assert all(base_sets.distribution_mismatch(a, b) is None for a in draws for b in draws)
+    shifted = {"labels": draws[1]["labels"] + 2}
+    assert "quantile" in (base_sets.distribution_mismatch(draws[0], shifted) or "")
+
+
 def test_integer_tails_may_differ_but_not_shift_or_turn_negative() -> None:
     """A clipped normal's extremes differ between two draws (histogram's gaussian case: 24..240
     against 32..229 on 3M values): a few values past a soft edge pass; many, or a negative one
