@@ -149,8 +149,11 @@ def choose_redraw(task: Task, shape: Shape, xp: Any, host_sample: dict[str, Any]
             why = f"no device draw ({type(exc).__name__}: {str(exc)[:200]})"
     if host_ms <= HOST_REDRAW_MAX_MS:
         return "host"
-    log.info("%s %s: timed inputs mix two fixed base sets (%s; a host draw takes %.0f ms)", task.name, shape.label,
-             why, host_ms)
+    # on a GPU a ``mix`` task should never get here (all 19 draw on the device on an H200): a
+    # warning, since the universe attack of SECURITY.md is then open for this shape
+    level = logging.WARNING if xp is not np and task.timed_inputs == "mix" else logging.INFO
+    log.log(level, "%s %s: timed inputs mix two fixed base sets (%s; a host draw takes %.0f ms)", task.name,
+            shape.label, why, host_ms)
     return "fixed"
 
 

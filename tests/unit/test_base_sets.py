@@ -148,15 +148,19 @@ def test_a_generator_that_leaves_the_device_falls_back(monkeypatch: pytest.Monke
     with caplog.at_level(logging.INFO, logger="evo_fsr.verdict.base_sets"):
         assert base_sets.choose_redraw(task, shape, HostOnly(), host, 1e9, draw) == "fixed"
     assert "fixed base sets" in caplog.text and "no device draw (RuntimeError" in caplog.text
+    # on a device, a mix task left with fixed base sets is a warning (the universe attack is open)
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
 
 
-def test_mix_rows_tasks_do_not_draw_on_the_device() -> None:
+def test_mix_rows_tasks_do_not_draw_on_the_device(caplog: pytest.LogCaptureFixture) -> None:
     """Linked rows (y built from X) are not seen whole by the marginal checks: host or fixed."""
     task = get_task("mse_loss")
     shape = task.make_shape({"n": 50_001}, "bench")
     host = make_case(task, shape, 1, "random")
-    assert base_sets.choose_redraw(task, shape, Device(), host, 1e9,
-                                   lambda: make_case(task, shape, 3, "random", Device())) == "fixed"
+    with caplog.at_level(logging.INFO, logger="evo_fsr.verdict.base_sets"):
+        assert base_sets.choose_redraw(task, shape, Device(), host, 1e9,
+                                       lambda: make_case(task, shape, 3, "random", Device())) == "fixed"
+    assert [r.levelno for r in caplog.records] == [logging.INFO]     # expected for mix_rows: no warning
 
 
 @pytest.mark.parametrize("how", ["device", "host"])
