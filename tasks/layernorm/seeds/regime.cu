@@ -82,6 +82,8 @@ namespace cg = cooperative_groups;
 #define CLUSTER_TMA 1       // knob: 0 1
 #define CLUSTER_PERSIST 0   // knob: 0 1
 #define CLUSTER_XCHG 1      // knob: 0 1
+#define CACHED_STATS 0      // knob: 0 1
+#define CACHED_PERSIST 0    // knob: 0 1
 // Defaults: the cluster regime at 32 KB a CTA, 256 threads, TMA loads: long_rows (256 x 65536) on
 // an H100 went from 0.0836 ms (the split regime, 1.97x torch) to 0.0694 ms (2.37x) in one process
 // (sixteenth session); 16 KB read 0.0707-0.0772, 64 KB with CLUSTER_REG 16 0.0705, and 32 KB with
@@ -95,6 +97,16 @@ namespace cg = cooperative_groups;
 // shared memory (an mbarrier a CTA, relaxed cluster barriers only), 0 by DSMEM reads between
 // release/acquire cluster barriers (cluster.sync). 1 is the default: on an H100 (evaluate.py,
 // --trials 20) long_rows 2.66x torch against 2.37x (tasks/README.md, eighteenth session).
+// CACHED_STATS (the block-per-row cached regime, medium rows such as square_4096): 0 takes the
+// mean and then the variance by two block sums (six barriers a row), 1 by one block-wide Chan
+// merge of every thread's exact (count, mean, M2) over its registers (three barriers a row).
+// CACHED_PERSIST: 1 runs that regime persistent (as many CTAs as fit the device at once, each
+// looping over rows), every CTA loading its next row into a second register set before the
+// statistics and the write of this one, so a row's load is in flight through the previous row's
+// barriers and stores (the DRAM idles less between a CTA's read and write phases); 0 one CTA a
+// row. Why: in one process at 8 calls a timing (twenty-eighth session, H200) square_4096 moved
+// 134 MB in 36.2 us (3.7 TB/s) where relu's streaming kernel moved 537 MB at 4.2 TB/s: at
+// relu's rate layernorm would read ~1.6x torch, past issue 13's 1.5x.
 // Knob constraints (evo_fsr/knobs.py): a row cached in registers must fit (64 registers per
 // thread at 1024 threads), in both the block-per-row and the cluster regime.
 // constraint: THREADS * ITEMS <= 16384
@@ -116,6 +128,8 @@ static_assert(CLUSTER_REG % 4 == 0 && CLUSTER_REG >= 0, "CLUSTER_REG: a multiple
 static_assert(CLUSTER_TMA == 0 || CLUSTER_TMA == 1, "CLUSTER_TMA: 0 or 1");
 static_assert(CLUSTER_PERSIST == 0 || CLUSTER_PERSIST == 1, "CLUSTER_PERSIST: 0 or 1");
 static_assert(CLUSTER_XCHG == 0 || CLUSTER_XCHG == 1, "CLUSTER_XCHG: 0 or 1");
+static_assert(CACHED_STATS == 0 || CACHED_STATS == 1, "CACHED_STATS: 0 or 1");
+static_assert(CACHED_PERSIST == 0 || CACHED_PERSIST == 1, "CACHED_PERSIST: 0 or 1");
 
 #define NWARPS (THREADS / 32)
 #define CNWARPS (CLUSTER_THREADS / 32)
@@ -304,47 +318,120 @@ layernorm_warp(const float* __restrict__ x, const float* __restrict__ gamma, con
 }
 
 // ---- medium rows: one block per row, cached ----------------------------------------------
+// This thread's ITEMS floats of a row (its NV vectors at columns (i * THREADS + tid) * V), zeros
+// past the end.
 template <int V>
-__global__ void __launch_bounds__(THREADS)
-layernorm_cached(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
-                 float* __restrict__ y, int cols, float eps) {
+__device__ __forceinline__ void load_cached(const float* __restrict__ xr, int cols, float* v) {
     constexpr int NV = ITEMS / V;
-    __shared__ float sh[NWARPS + 1];
-    const long long row = blockIdx.x;
-    const float* xr = x + row * cols;
-    const int tid = threadIdx.x;
-    float v[ITEMS];
-    float s = 0.0f;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
-        const int c = (i * THREADS + tid) * V;
+        const int c = (i * THREADS + (int)threadIdx.x) * V;
         if (c < cols) {
             ldv<V>(xr + c, v + i * V);
         } else {
 #pragma unroll
             for (int k = 0; k < V; ++k) v[i * V + k] = 0.0f;
         }
-#pragma unroll
-        for (int k = 0; k < V; ++k) s += v[i * V + k];
     }
-    const float mean = block_sum(s, sh) / (float)cols;
-    float q = 0.0f;
+}
+
+// The row's mean and 1 / sqrt(variance + eps), in every thread (CACHED_STATS: module comment);
+// sh holds 3 * (NWARPS + 1) floats.
+template <int V>
+__device__ __forceinline__ void cached_stats(const float* v, int cols, float eps, float* sh, float& mean,
+                                             float& rstd) {
+    constexpr int NV = ITEMS / V;
+    const int tid = threadIdx.x;
+    if constexpr (CACHED_STATS == 1) {
+        float s = 0.0f, cnt = 0.0f;
 #pragma unroll
-    for (int i = 0; i < NV; ++i) {
-        if ((i * THREADS + tid) * V < cols) {
+        for (int i = 0; i < NV; ++i) {
+            if ((i * THREADS + tid) * V < cols) {
+                cnt += (float)V;
 #pragma unroll
-            for (int k = 0; k < V; ++k) {
-                const float d = v[i * V + k] - mean;
-                q += d * d;
+                for (int k = 0; k < V; ++k) s += v[i * V + k];
             }
         }
+        float m = cnt > 0.0f ? s / cnt : 0.0f, q = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            if ((i * THREADS + tid) * V < cols) {
+#pragma unroll
+                for (int k = 0; k < V; ++k) {
+                    const float d = v[i * V + k] - m;
+                    q += d * d;
+                }
+            }
+        }
+        block_chan(cnt, m, q, sh);
+        mean = m;
+        rstd = 1.0f / sqrtf(q / (float)cols + eps);
+    } else {
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < ITEMS; ++j) s += v[j];       // zeros past the end
+        mean = block_sum(s, sh) / (float)cols;
+        float q = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            if ((i * THREADS + tid) * V < cols) {
+#pragma unroll
+                for (int k = 0; k < V; ++k) {
+                    const float d = v[i * V + k] - mean;
+                    q += d * d;
+                }
+            }
+        }
+        rstd = 1.0f / sqrtf(block_sum(q, sh) / (float)cols + eps);
     }
-    const float rstd = 1.0f / sqrtf(block_sum(q, sh) / (float)cols + eps);
-    float* yr = y + row * cols;
+}
+
+template <int V>
+__device__ __forceinline__ void store_cached(float* __restrict__ yr, const float* __restrict__ gamma,
+                                             const float* __restrict__ beta, int cols, float* v, float mean,
+                                             float rstd) {
+    constexpr int NV = ITEMS / V;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
-        const int c = (i * THREADS + tid) * V;
+        const int c = (i * THREADS + (int)threadIdx.x) * V;
         if (c < cols) normalize_store<V>(yr, gamma, beta, c, v + i * V, mean, rstd);
+    }
+}
+
+template <int V>
+__global__ void __launch_bounds__(THREADS)
+layernorm_cached(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
+                 float* __restrict__ y, int cols, float eps) {
+    __shared__ float sh[3 * (NWARPS + 1)];
+    const long long row = blockIdx.x;
+    float v[ITEMS];
+    load_cached<V>(x + row * cols, cols, v);
+    float mean, rstd;
+    cached_stats<V>(v, cols, eps, sh, mean, rstd);
+    store_cached<V>(y + row * cols, gamma, beta, cols, v, mean, rstd);
+}
+
+// CACHED_PERSIST 1: gridDim.x CTAs (at most the rows), CTA b taking rows b, b + gridDim.x, ...;
+// the next row is loaded into `next` before this row's statistics and stores.
+template <int V>
+__global__ void __launch_bounds__(THREADS)
+layernorm_cached_persist(const float* __restrict__ x, const float* __restrict__ gamma,
+                         const float* __restrict__ beta, float* __restrict__ y, int rows, int cols, float eps) {
+    __shared__ float sh[3 * (NWARPS + 1)];
+    const long long step = gridDim.x;
+    long long row = blockIdx.x;
+    float v[ITEMS], next[ITEMS];
+    load_cached<V>(x + row * cols, cols, v);
+    for (; row < rows; row += step) {
+        const bool more = row + step < rows;
+        if (more) load_cached<V>(x + (row + step) * cols, cols, next);
+        float mean, rstd;
+        cached_stats<V>(v, cols, eps, sh, mean, rstd);
+        store_cached<V>(y + row * cols, gamma, beta, cols, v, mean, rstd);
+        if (more) {
+#pragma unroll
+            for (int j = 0; j < ITEMS; ++j) v[j] = next[j];
+        }
     }
 }
 
@@ -1001,6 +1088,26 @@ static int sm_count() {
     return sms;
 }
 
+// CTAs of layernorm_cached_persist<V> the device holds at once (asked once per device; at least
+// one a SM should the query fail).
+template <int V>
+static int cached_persist_ctas() {
+    static int dev_seen = -1, ctas = 0;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) { (void)cudaGetLastError(); return sm_count(); }
+    if (dev != dev_seen) {
+        int per_sm = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layernorm_cached_persist<V>, THREADS, 0)
+                != cudaSuccess || per_sm <= 0) {
+            (void)cudaGetLastError();
+            per_sm = 1;
+        }
+        dev_seen = dev;
+        ctas = per_sm * sm_count();
+    }
+    return ctas;
+}
+
 // The cluster regimes' size: the smallest cluster of 2, 4, 8 or 16 CTAs (idx 0..3) whose chunk
 // (cols / cl rounded up to 4 floats), less its CLUSTER_REG floats a thread in registers, fits
 // `budget` bytes of shared memory (bytes: what it takes). False when no size does.
@@ -1151,7 +1258,13 @@ template <int V>
 static void run_rows(const float* x, const float* gamma, const float* beta, float* y, int rows, int cols,
                      float eps, cudaStream_t stream) {
     if (cols <= THREADS * ITEMS) {
-        layernorm_cached<V><<<(unsigned)rows, THREADS, 0, stream>>>(x, gamma, beta, y, cols, eps);
+        if (CACHED_PERSIST) {
+            const int resident = cached_persist_ctas<V>();
+            const unsigned ctas = (unsigned)(rows < resident ? rows : resident);
+            layernorm_cached_persist<V><<<ctas, THREADS, 0, stream>>>(x, gamma, beta, y, rows, cols, eps);
+        } else {
+            layernorm_cached<V><<<(unsigned)rows, THREADS, 0, stream>>>(x, gamma, beta, y, cols, eps);
+        }
         return;
     }
     const bool few_rows = rows < 2 * sm_count();
