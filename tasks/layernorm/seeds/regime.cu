@@ -84,6 +84,7 @@ namespace cg = cooperative_groups;
 #define CLUSTER_XCHG 1      // knob: 0 1
 #define CACHED_STATS 0      // knob: 0 1
 #define CACHED_PERSIST 0    // knob: 0 1
+#define CACHED_FULL 0       // knob: 0 1
 // Defaults: the cluster regime at 32 KB a CTA, 256 threads, TMA loads: long_rows (256 x 65536) on
 // an H100 went from 0.0836 ms (the split regime, 1.97x torch) to 0.0694 ms (2.37x) in one process
 // (sixteenth session); 16 KB read 0.0707-0.0772, 64 KB with CLUSTER_REG 16 0.0705, and 32 KB with
@@ -130,6 +131,9 @@ static_assert(CLUSTER_PERSIST == 0 || CLUSTER_PERSIST == 1, "CLUSTER_PERSIST: 0 
 static_assert(CLUSTER_XCHG == 0 || CLUSTER_XCHG == 1, "CLUSTER_XCHG: 0 or 1");
 static_assert(CACHED_STATS == 0 || CACHED_STATS == 1, "CACHED_STATS: 0 or 1");
 static_assert(CACHED_PERSIST == 0 || CACHED_PERSIST == 1, "CACHED_PERSIST: 0 or 1");
+static_assert(CACHED_FULL == 0 || CACHED_FULL == 1, "CACHED_FULL: 0 or 1");
+// CACHED_FULL 1: the cached kernel's register cap set for 2048 threads a SM (32 registers a thread)
+#define CACHED_MIN_BLOCKS (CACHED_FULL ? 2048 / THREADS : 1)
 
 #define NWARPS (THREADS / 32)
 #define CNWARPS (CLUSTER_THREADS / 32)
@@ -399,7 +403,7 @@ __device__ __forceinline__ void store_cached(float* __restrict__ yr, const float
 }
 
 template <int V>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, CACHED_MIN_BLOCKS)
 layernorm_cached(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
                  float* __restrict__ y, int cols, float eps) {
     __shared__ float sh[3 * (NWARPS + 1)];
