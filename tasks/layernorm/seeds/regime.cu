@@ -84,7 +84,7 @@ namespace cg = cooperative_groups;
 #define CLUSTER_XCHG 1      // knob: 0 1
 #define CACHED_STATS 0      // knob: 0 1
 #define CACHED_PERSIST 0    // knob: 0 1
-#define CACHED_FULL 0       // knob: 0 1
+#define CACHED_FULL 1       // knob: 0 1
 // Defaults: the cluster regime at 32 KB a CTA, 256 threads, TMA loads: long_rows (256 x 65536) on
 // an H100 went from 0.0836 ms (the split regime, 1.97x torch) to 0.0694 ms (2.37x) in one process
 // (sixteenth session); 16 KB read 0.0707-0.0772, 64 KB with CLUSTER_REG 16 0.0705, and 32 KB with
@@ -107,7 +107,10 @@ namespace cg = cooperative_groups;
 // barriers and stores (the DRAM idles less between a CTA's read and write phases); 0 one CTA a
 // row. Why: in one process at 8 calls a timing (twenty-eighth session, H200) square_4096 moved
 // 134 MB in 36.2 us (3.7 TB/s) where relu's streaming kernel moved 537 MB at 4.2 TB/s: at
-// relu's rate layernorm would read ~1.6x torch, past issue 13's 1.5x.
+// relu's rate layernorm would read ~1.6x torch, past issue 13's 1.5x. Measured slower (thirty-
+// sixth session, H200, probe_inproc.py, 40 trials, x torch at 8 calls a timing): the default
+// 1.426x, CACHED_STATS 1 1.399x, CACHED_PERSIST 1 1.300x (60 registers: 4 CTAs a SM, so fewer
+// rows in flight than the 7 of one CTA a row), both 1.234x. Both stay in the search at 0.
 // Knob constraints (evo_fsr/knobs.py): a row cached in registers must fit (64 registers per
 // thread at 1024 threads), in both the block-per-row and the cluster regime.
 // constraint: THREADS * ITEMS <= 16384
@@ -132,7 +135,10 @@ static_assert(CLUSTER_XCHG == 0 || CLUSTER_XCHG == 1, "CLUSTER_XCHG: 0 or 1");
 static_assert(CACHED_STATS == 0 || CACHED_STATS == 1, "CACHED_STATS: 0 or 1");
 static_assert(CACHED_PERSIST == 0 || CACHED_PERSIST == 1, "CACHED_PERSIST: 0 or 1");
 static_assert(CACHED_FULL == 0 || CACHED_FULL == 1, "CACHED_FULL: 0 or 1");
-// CACHED_FULL 1: the cached kernel's register cap set for 2048 threads a SM (32 registers a thread)
+// CACHED_FULL 1: the cached kernel's register cap set for 2048 threads a SM (32 registers a thread
+// at 256, no spill: 8 rows in flight a SM instead of 7 at 36 registers). The default since the
+// thirty-sixth session: in one process on an H200 (probe_inproc.py, 60 trials) square_4096 read
+// 1.572x torch alone and 1.443x at 8 calls a timing, against 1.523x and 1.426x at 0
 #define CACHED_MIN_BLOCKS (CACHED_FULL ? 2048 / THREADS : 1)
 
 #define NWARPS (THREADS / 32)
