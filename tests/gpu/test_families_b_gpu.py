@@ -122,18 +122,16 @@ COMBOS: dict[tuple[str, str], list[dict[str, str]]] = {
         {"WARP_ITEMS": "16", "THREADS": "128", "ITEMS": "4", "VEC": "4", "CLUSTER_SMEM_KB": "32",
          "CLUSTER_THREADS": "256", "CLUSTER_REG": "0", "CLUSTER_TMA": "1", "CLUSTER_PERSIST": "1",
          "CLUSTER_XCHG": "1"},
-        # the cached block-per-row regime, CACHED_STATS 1 (one Chan merge), CACHED_PERSIST 1 (the
-        # next row loaded ahead, CTAs looping over rows) and CACHED_FULL 1 (registers capped for
-        # 2048 threads a SM). WARP_ITEMS 1 sends every shape of more than
-        # 32 columns and at most THREADS * ITEMS into it: 33 x 1000 (float4), 129 x 257 (scalar),
-        # 4 x 1024, and the benchmark shapes square_4096 and rows_16k_d1024, whose 4096 and 16384
-        # rows outnumber the resident CTAs (each loops: the prefetch and its last-row guard)
+        # the cached block-per-row regime with its registers capped for 2048 threads a SM
+        # (CACHED_FULL 1; 0 in the last). WARP_ITEMS 1 sends every shape of more than 32 columns
+        # and at most THREADS * ITEMS into it: 33 x 1000 (float4), 129 x 257 (scalar), 4 x 1024,
+        # and the benchmark shapes square_4096 and rows_16k_d1024
         {"WARP_ITEMS": "1", "THREADS": "256", "ITEMS": "16", "VEC": "4", "CLUSTER_SMEM_KB": "0",
-         "CACHED_STATS": "1", "CACHED_PERSIST": "1"},
+         "CACHED_FULL": "1"},
         {"WARP_ITEMS": "1", "THREADS": "128", "ITEMS": "8", "VEC": "1", "CLUSTER_SMEM_KB": "0",
-         "CACHED_STATS": "1", "CACHED_PERSIST": "0", "CACHED_FULL": "1"},
+         "CACHED_FULL": "1"},
         {"WARP_ITEMS": "1", "THREADS": "512", "ITEMS": "8", "VEC": "2", "CLUSTER_SMEM_KB": "0",
-         "CACHED_STATS": "0", "CACHED_PERSIST": "1"},
+         "CACHED_FULL": "0"},
     ],
     # cross_entropy/tiled: the warp-chunk regime with run-time C (4 rows a lane, float4, read-only
     # loads) and with compile-time C (scalar coalesced loads, one row a lane), the earlier two

@@ -82,8 +82,6 @@ namespace cg = cooperative_groups;
 #define CLUSTER_TMA 1       // knob: 0 1
 #define CLUSTER_PERSIST 0   // knob: 0 1
 #define CLUSTER_XCHG 1      // knob: 0 1
-#define CACHED_STATS 0      // knob: 0 1
-#define CACHED_PERSIST 0    // knob: 0 1
 #define CACHED_FULL 1       // knob: 0 1
 // Defaults: the cluster regime at 32 KB a CTA, 256 threads, TMA loads: long_rows (256 x 65536) on
 // an H100 went from 0.0836 ms (the split regime, 1.97x torch) to 0.0694 ms (2.37x) in one process
@@ -98,19 +96,6 @@ namespace cg = cooperative_groups;
 // shared memory (an mbarrier a CTA, relaxed cluster barriers only), 0 by DSMEM reads between
 // release/acquire cluster barriers (cluster.sync). 1 is the default: on an H100 (evaluate.py,
 // --trials 20) long_rows 2.66x torch against 2.37x (tasks/README.md, eighteenth session).
-// CACHED_STATS (the block-per-row cached regime, medium rows such as square_4096): 0 takes the
-// mean and then the variance by two block sums (six barriers a row), 1 by one block-wide Chan
-// merge of every thread's exact (count, mean, M2) over its registers (three barriers a row).
-// CACHED_PERSIST: 1 runs that regime persistent (as many CTAs as fit the device at once, each
-// looping over rows), every CTA loading its next row into a second register set before the
-// statistics and the write of this one, so a row's load is in flight through the previous row's
-// barriers and stores (the DRAM idles less between a CTA's read and write phases); 0 one CTA a
-// row. Why: in one process at 8 calls a timing (twenty-eighth session, H200) square_4096 moved
-// 134 MB in 36.2 us (3.7 TB/s) where relu's streaming kernel moved 537 MB at 4.2 TB/s: at
-// relu's rate layernorm would read ~1.6x torch, past issue 13's 1.5x. Measured slower (thirty-
-// sixth session, H200, probe_inproc.py, 40 trials, x torch at 8 calls a timing): the default
-// 1.426x, CACHED_STATS 1 1.399x, CACHED_PERSIST 1 1.300x (60 registers: 4 CTAs a SM, so fewer
-// rows in flight than the 7 of one CTA a row), both 1.234x. Both stay in the search at 0.
 // Knob constraints (evo_fsr/knobs.py): a row cached in registers must fit (64 registers per
 // thread at 1024 threads), in both the block-per-row and the cluster regime.
 // constraint: THREADS * ITEMS <= 16384
@@ -132,14 +117,21 @@ static_assert(CLUSTER_REG % 4 == 0 && CLUSTER_REG >= 0, "CLUSTER_REG: a multiple
 static_assert(CLUSTER_TMA == 0 || CLUSTER_TMA == 1, "CLUSTER_TMA: 0 or 1");
 static_assert(CLUSTER_PERSIST == 0 || CLUSTER_PERSIST == 1, "CLUSTER_PERSIST: 0 or 1");
 static_assert(CLUSTER_XCHG == 0 || CLUSTER_XCHG == 1, "CLUSTER_XCHG: 0 or 1");
-static_assert(CACHED_STATS == 0 || CACHED_STATS == 1, "CACHED_STATS: 0 or 1");
-static_assert(CACHED_PERSIST == 0 || CACHED_PERSIST == 1, "CACHED_PERSIST: 0 or 1");
 static_assert(CACHED_FULL == 0 || CACHED_FULL == 1, "CACHED_FULL: 0 or 1");
-// CACHED_FULL 1: the cached kernel's register cap set for 2048 threads a SM (32 registers a thread
-// at 256, no spill: 8 rows in flight a SM instead of 7 at 36 registers). The default since the
-// thirty-sixth session: in one process on an H200 (probe_inproc.py, 60 trials) square_4096 read
-// 1.572x torch alone and 1.443x at 8 calls a timing, against 1.523x and 1.426x at 0
-#define CACHED_MIN_BLOCKS (CACHED_FULL ? 2048 / THREADS : 1)
+// CACHED_FULL (the cached block-per-row regime, medium rows such as square_4096): 1 caps the
+// kernel's registers for 2048 threads a SM (32 a thread at 256, no spill: 8 rows in flight a SM
+// instead of 7 at 36 registers). Why: in one process at 8 calls a timing (twenty-eighth session,
+// H200) square_4096 moved 134 MB in 36.2 us (3.7 TB/s) where relu's streaming kernel moved 537 MB
+// at 4.2 TB/s. The default since the thirty-sixth session: on an H200 (probe_inproc.py, 60
+// trials) square_4096 read 1.572x torch alone and 1.443x at 8 calls a timing, against 1.523x and
+// 1.426x at 0. Measured slower in the same session and removed (tasks/README.md): one Chan merge
+// a row instead of two block sums (1.399x at 8 a timing), and persistent CTAs loading the next
+// row ahead (1.300x: two rows of registers leave 4 CTAs a SM, fewer rows in flight).
+#if CACHED_FULL
+#define CACHED_BOUNDS __launch_bounds__(THREADS, 2048 / THREADS)
+#else
+#define CACHED_BOUNDS __launch_bounds__(THREADS)   // not (THREADS, 1): ptxas then takes 48, not 36
+#endif
 
 #define NWARPS (THREADS / 32)
 #define CNWARPS (CLUSTER_THREADS / 32)
@@ -328,120 +320,47 @@ layernorm_warp(const float* __restrict__ x, const float* __restrict__ gamma, con
 }
 
 // ---- medium rows: one block per row, cached ----------------------------------------------
-// This thread's ITEMS floats of a row (its NV vectors at columns (i * THREADS + tid) * V), zeros
-// past the end.
 template <int V>
-__device__ __forceinline__ void load_cached(const float* __restrict__ xr, int cols, float* v) {
+__global__ void CACHED_BOUNDS
+layernorm_cached(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
+                 float* __restrict__ y, int cols, float eps) {
     constexpr int NV = ITEMS / V;
+    __shared__ float sh[NWARPS + 1];
+    const long long row = blockIdx.x;
+    const float* xr = x + row * cols;
+    const int tid = threadIdx.x;
+    float v[ITEMS];
+    float s = 0.0f;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
-        const int c = (i * THREADS + (int)threadIdx.x) * V;
+        const int c = (i * THREADS + tid) * V;
         if (c < cols) {
             ldv<V>(xr + c, v + i * V);
         } else {
 #pragma unroll
             for (int k = 0; k < V; ++k) v[i * V + k] = 0.0f;
         }
+#pragma unroll
+        for (int k = 0; k < V; ++k) s += v[i * V + k];
     }
-}
-
-// The row's mean and 1 / sqrt(variance + eps), in every thread (CACHED_STATS: module comment);
-// sh holds 3 * (NWARPS + 1) floats.
-template <int V>
-__device__ __forceinline__ void cached_stats(const float* v, int cols, float eps, float* sh, float& mean,
-                                             float& rstd) {
-    constexpr int NV = ITEMS / V;
-    const int tid = threadIdx.x;
-    if constexpr (CACHED_STATS == 1) {
-        float s = 0.0f, cnt = 0.0f;
-#pragma unroll
-        for (int i = 0; i < NV; ++i) {
-            if ((i * THREADS + tid) * V < cols) {
-                cnt += (float)V;
-#pragma unroll
-                for (int k = 0; k < V; ++k) s += v[i * V + k];
-            }
-        }
-        float m = cnt > 0.0f ? s / cnt : 0.0f, q = 0.0f;
-#pragma unroll
-        for (int i = 0; i < NV; ++i) {
-            if ((i * THREADS + tid) * V < cols) {
-#pragma unroll
-                for (int k = 0; k < V; ++k) {
-                    const float d = v[i * V + k] - m;
-                    q += d * d;
-                }
-            }
-        }
-        block_chan(cnt, m, q, sh);
-        mean = m;
-        rstd = 1.0f / sqrtf(q / (float)cols + eps);
-    } else {
-        float s = 0.0f;
-#pragma unroll
-        for (int j = 0; j < ITEMS; ++j) s += v[j];       // zeros past the end
-        mean = block_sum(s, sh) / (float)cols;
-        float q = 0.0f;
-#pragma unroll
-        for (int i = 0; i < NV; ++i) {
-            if ((i * THREADS + tid) * V < cols) {
-#pragma unroll
-                for (int k = 0; k < V; ++k) {
-                    const float d = v[i * V + k] - mean;
-                    q += d * d;
-                }
-            }
-        }
-        rstd = 1.0f / sqrtf(block_sum(q, sh) / (float)cols + eps);
-    }
-}
-
-template <int V>
-__device__ __forceinline__ void store_cached(float* __restrict__ yr, const float* __restrict__ gamma,
-                                             const float* __restrict__ beta, int cols, float* v, float mean,
-                                             float rstd) {
-    constexpr int NV = ITEMS / V;
+    const float mean = block_sum(s, sh) / (float)cols;
+    float q = 0.0f;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
-        const int c = (i * THREADS + (int)threadIdx.x) * V;
-        if (c < cols) normalize_store<V>(yr, gamma, beta, c, v + i * V, mean, rstd);
-    }
-}
-
-template <int V>
-__global__ void __launch_bounds__(THREADS, CACHED_MIN_BLOCKS)
-layernorm_cached(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
-                 float* __restrict__ y, int cols, float eps) {
-    __shared__ float sh[3 * (NWARPS + 1)];
-    const long long row = blockIdx.x;
-    float v[ITEMS];
-    load_cached<V>(x + row * cols, cols, v);
-    float mean, rstd;
-    cached_stats<V>(v, cols, eps, sh, mean, rstd);
-    store_cached<V>(y + row * cols, gamma, beta, cols, v, mean, rstd);
-}
-
-// CACHED_PERSIST 1: gridDim.x CTAs (at most the rows), CTA b taking rows b, b + gridDim.x, ...;
-// the next row is loaded into `next` before this row's statistics and stores.
-template <int V>
-__global__ void __launch_bounds__(THREADS)
-layernorm_cached_persist(const float* __restrict__ x, const float* __restrict__ gamma,
-                         const float* __restrict__ beta, float* __restrict__ y, int rows, int cols, float eps) {
-    __shared__ float sh[3 * (NWARPS + 1)];
-    const long long step = gridDim.x;
-    long long row = blockIdx.x;
-    float v[ITEMS], next[ITEMS];
-    load_cached<V>(x + row * cols, cols, v);
-    for (; row < rows; row += step) {
-        const bool more = row + step < rows;
-        if (more) load_cached<V>(x + (row + step) * cols, cols, next);
-        float mean, rstd;
-        cached_stats<V>(v, cols, eps, sh, mean, rstd);
-        store_cached<V>(y + row * cols, gamma, beta, cols, v, mean, rstd);
-        if (more) {
+        if ((i * THREADS + tid) * V < cols) {
 #pragma unroll
-            for (int j = 0; j < ITEMS; ++j) v[j] = next[j];
+            for (int k = 0; k < V; ++k) {
+                const float d = v[i * V + k] - mean;
+                q += d * d;
+            }
         }
+    }
+    const float rstd = 1.0f / sqrtf(block_sum(q, sh) / (float)cols + eps);
+    float* yr = y + row * cols;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const int c = (i * THREADS + tid) * V;
+        if (c < cols) normalize_store<V>(yr, gamma, beta, c, v + i * V, mean, rstd);
     }
 }
 
@@ -1098,26 +1017,6 @@ static int sm_count() {
     return sms;
 }
 
-// CTAs of layernorm_cached_persist<V> the device holds at once (asked once per device; at least
-// one a SM should the query fail).
-template <int V>
-static int cached_persist_ctas() {
-    static int dev_seen = -1, ctas = 0;
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) { (void)cudaGetLastError(); return sm_count(); }
-    if (dev != dev_seen) {
-        int per_sm = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layernorm_cached_persist<V>, THREADS, 0)
-                != cudaSuccess || per_sm <= 0) {
-            (void)cudaGetLastError();
-            per_sm = 1;
-        }
-        dev_seen = dev;
-        ctas = per_sm * sm_count();
-    }
-    return ctas;
-}
-
 // The cluster regimes' size: the smallest cluster of 2, 4, 8 or 16 CTAs (idx 0..3) whose chunk
 // (cols / cl rounded up to 4 floats), less its CLUSTER_REG floats a thread in registers, fits
 // `budget` bytes of shared memory (bytes: what it takes). False when no size does.
@@ -1268,13 +1167,7 @@ template <int V>
 static void run_rows(const float* x, const float* gamma, const float* beta, float* y, int rows, int cols,
                      float eps, cudaStream_t stream) {
     if (cols <= THREADS * ITEMS) {
-        if (CACHED_PERSIST) {
-            const int resident = cached_persist_ctas<V>();
-            const unsigned ctas = (unsigned)(rows < resident ? rows : resident);
-            layernorm_cached_persist<V><<<ctas, THREADS, 0, stream>>>(x, gamma, beta, y, rows, cols, eps);
-        } else {
-            layernorm_cached<V><<<(unsigned)rows, THREADS, 0, stream>>>(x, gamma, beta, y, cols, eps);
-        }
+        layernorm_cached<V><<<(unsigned)rows, THREADS, 0, stream>>>(x, gamma, beta, y, cols, eps);
         return;
     }
     const bool few_rows = rows < 2 * sm_count();
