@@ -1,8 +1,9 @@
-"""Fresh base sets for every timed window on a GPU (verdict/base_sets.py): every ``mix`` task's own
-generator, run with CuPy's generator on each shape of its default benchmark set, must pass the
-checks against a host draw and draw within ``DEVICE_REDRAW_MAX_MS``; otherwise that task's timed
-inputs fall back to the host (slow shapes: fixed base sets, the universe attack of SECURITY.md
-open).  Prints each shape's draw time.  Run with ``pytest -m gpu``."""
+"""Fresh timed inputs on a GPU (verdict/base_sets.py): every ``mix`` task's own generator, run with
+CuPy's generator on each shape of its default benchmark set, must pass the checks against a host
+draw and draw within ``DEVICE_REDRAW_MAX_MS``, so that every timed call is a fresh device draw;
+otherwise that task falls back to base sets (redrawn per window by the host where quick, else
+fixed: the universe attack of SECURITY.md open).  Prints each shape's draw time.  Run with
+``pytest -m gpu``."""
 from __future__ import annotations
 
 import secrets

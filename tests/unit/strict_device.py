@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
-# cupy.random.Generator's sampling methods (CuPy 13): no normal, choice, permutation, standard_t
+# cupy.random.Generator's sampling methods, as listed on the device (CuPy 14.2.0, thirty-sixth
+# session): no normal, choice, permutation or standard_t
 CUPY_GENERATOR_METHODS = frozenset({
-    "random", "uniform", "integers", "standard_normal", "standard_exponential", "standard_gamma",
-    "exponential", "gamma", "beta", "chisquare", "dirichlet", "binomial", "poisson", "geometric",
-    "hypergeometric", "logseries",
+    "beta", "binomial", "chisquare", "dirichlet", "exponential", "f", "gamma", "geometric",
+    "hypergeometric", "integers", "logseries", "poisson", "power", "random", "standard_exponential",
+    "standard_gamma", "standard_normal", "uniform",
 })
 
 
@@ -34,41 +35,30 @@ def _is_host_array(x: Any) -> bool:
     return isinstance(x, np.ndarray) and not isinstance(x, DeviceArray) and x.ndim > 0
 
 
-def _flatten(items: Any) -> list[Any]:
-    if isinstance(items, (list, tuple)):
-        return [leaf for item in items for leaf in _flatten(item)]
-    if isinstance(items, dict):
-        return _flatten(list(items.values()))
-    return [items]
-
-
 def _refuse_host_arrays(operation: str, args: Any) -> None:
-    leaves = _flatten(args)
+    leaves: list[Any] = []
+    _map(leaves.append, args)
     if any(isinstance(x, DeviceArray) for x in leaves) and any(_is_host_array(x) for x in leaves):
         raise TypeError(f"{operation}: a host numpy.ndarray mixed with device arrays "
                         "(CuPy raises here: 'Unsupported type <class numpy.ndarray>')")
 
 
-def _to_host(items: Any) -> Any:
-    if isinstance(items, DeviceArray):
-        return items.view(np.ndarray)
-    if isinstance(items, list):
-        return [_to_host(x) for x in items]
-    if isinstance(items, tuple):
-        return tuple(_to_host(x) for x in items)
+def _map(convert: Any, items: Any) -> Any:
+    """``convert`` applied to every leaf of nested lists, tuples and dicts."""
+    if isinstance(items, (list, tuple)):
+        return type(items)(_map(convert, x) for x in items)
     if isinstance(items, dict):
-        return {k: _to_host(v) for k, v in items.items()}
-    return items
+        return {k: _map(convert, v) for k, v in items.items()}
+    return convert(items)
 
 
-def _to_device(result: Any) -> Any:
-    if isinstance(result, np.ndarray) and not isinstance(result, DeviceArray):
-        return result.view(DeviceArray)
-    if isinstance(result, tuple):
-        return tuple(_to_device(x) for x in result)
-    if isinstance(result, list):
-        return [_to_device(x) for x in result]
-    return result
+def _to_host(items: Any) -> Any:
+    return _map(lambda x: x.view(np.ndarray) if isinstance(x, DeviceArray) else x, items)
+
+
+def _to_device(items: Any) -> Any:
+    return _map(lambda x: x.view(DeviceArray) if isinstance(x, np.ndarray) and not isinstance(x, DeviceArray)
+                else x, items)
 
 
 class DeviceArray(np.ndarray):

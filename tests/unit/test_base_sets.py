@@ -1,11 +1,10 @@
-"""Base sets redrawn for every timed window (verdict/base_sets.py, inputs.TimedInputs.new_window):
-the device path's checks pass every task's own generator and refuse draws unlike the host's, and
-no universe of values outlives a window."""
+"""Fresh timed inputs (verdict/base_sets.py, inputs.TimedInputs): on the device every timed call a
+fresh draw, else base sets redrawn for every window; the device path's checks pass every task's
+own generator and refuse draws unlike the host's, and no universe of values outlives a window."""
 from __future__ import annotations
 
 import dataclasses
 import logging
-import secrets
 from typing import Any
 
 import numpy as np
@@ -214,4 +213,3 @@ def test_regenerate_tasks_need_no_base_sets() -> None:
         source = TimedInputs(task, _largest_validation_shape(task), np)
         assert source.bases == [] and source.redraw == "fixed"
         source.new_window()                       # nothing to redraw
-    assert secrets is not None
