@@ -6,7 +6,8 @@
 #   scripts/gpu_checks.sh tests        # pytest -m gpu: evaluator, families, distributions, fused checks, export, LLM
 #   scripts/gpu_checks.sh sweep 1      # every seed through the benchmark sweep, half of the tasks (alone: it
 #   scripts/gpu_checks.sh sweep 2      #   holds every shape's buffers; ~9 min for all 21 tasks on an H100)
-#   scripts/gpu_checks.sh adversarial  # suites v3, batch fusion, v2 (verdict table printed) and v1 (~9 min)
+#   scripts/gpu_checks.sh adversarial  # suites v3, v4, batch fusion, v2 (verdict table printed) and v1 (~12 min:
+#                                      #   cut by the 600 s limit, run v1 and v2 in a second call)
 #   scripts/gpu_checks.sh idle         # the idle gate's probe beside other processes' kernels and
 #                                      # copies (probe_gpu_idle.py: gpu_idle.py's thresholds, ~1.5 min)
 #   scripts/gpu_checks.sh launch_bound # topk's launch-bound shape: forgers against the honest seed at
@@ -113,6 +114,8 @@ adversarial)
     # v3 and batch fusion first (the newest cases: a call cut by the device's 600 s limit keeps them)
     step "suite v3"; timeout 170 $P -s -rxX tests/adversarial/test_adversarial_v3_gpu.py > "$out/adv3.log" 2>&1
     grep -A14 "v3 verdicts:" "$out/adv3.log" | cut -c1-130; tail -n 1 "$out/adv3.log"
+    step "suite v4"; timeout 250 $P -s -rxX tests/adversarial/test_adversarial_v4_gpu.py > "$out/adv4.log" 2>&1
+    grep -A26 "v4 verdicts:" "$out/adv4.log" | cut -c1-130; tail -n 1 "$out/adv4.log"
     step "calls fused across a batch: a launch-bound shape (timed singly) and the open residual (xfail)"
     timeout 120 $P -s -rxX tests/adversarial/test_batch_fusion_gpu.py > "$out/fusion.log" 2>&1
     grep -E "batch fusion|passed|failed|xfail|XPASS" "$out/fusion.log" | tail -n 5

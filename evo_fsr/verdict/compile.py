@@ -2,8 +2,9 @@
 
 - The task's prototype is force-included (``-include``) so a ``launch`` with another
   signature is a compile error, not a silent ABI mismatch at run time.
-- ``#include`` is limited to CUDA and C++ standard headers (``<...>`` only): a candidate cannot
-  pull a file of the user's into the build, and so into diagnostics fed back to an LLM.
+- ``#include`` is limited to CUDA toolkit and C/C++ standard headers, by name (``<...>`` or
+  ``"..."``, never a path): a candidate cannot pull a file of the user's into the build, and so
+  into diagnostics fed back to an LLM.
 - nvcc runs in its own process group in a private temp dir with a timeout; diagnostics are
   trimmed and the temp paths rewritten to ``kernel.cu``.
 - Results (successes and failures) are cached by sha256(source, header, flags, nvcc version,
@@ -43,15 +44,69 @@ MAX_DIAGNOSTIC_CHARS = 4000
 BASE_FLAGS = ("-O3", "-shared", "-Xcompiler", "-fPIC", "-std=c++17", "-lineinfo", "--cudart", "shared",
               "-Xptxas", "-v")                # ptxas -v: resource usage, parsed by ptxas.py
 
-# Headers a candidate may include: the CUDA toolkit's own and the C/C++ standard library.
-_ALLOWED_INCLUDE = re.compile(
-    r"^(cuda[\w./]*|cuda/[\w./]+|cub/[\w./]+|thrust/[\w./]+|cooperative_groups(/[\w.]+)?(\.h)?|"
-    r"mma\.h|sm_\d+_intrinsics\.h|crt/[\w.]+|device_(launch_parameters|functions|atomic_functions)\.h|"
-    r"vector_types\.h|math_constants\.h|curand[\w]*\.h|nvtx3?/[\w./]+|"
-    r"c?(algorithm|array|atomic|bit|cassert|cfloat|climits|cmath|complex|cstddef|cstdint|cstdio|"
-    r"cstdlib|cstring|float\.h|functional|initializer_list|iterator|limits|limits\.h|math\.h|memory|"
-    r"numeric|stddef\.h|stdint\.h|stdio\.h|stdlib\.h|string\.h|tuple|type_traits|utility|assert\.h))$"
+# Headers a candidate may include: the CUDA toolkit's own and the C/C++ standard library, by name
+# (``<name>`` or ``"name"``: the workdir holds only kernel.cu and contract.h, so a quoted standard
+# name still reaches the system's header).  Names, never paths: no ``..``, no leading ``/``.  The
+# list closes no capability (a POSIX call can be declared by hand, and the confined nvcc reads only
+# system, CUDA and Python directories): it keeps a user's files out of the build and its
+# diagnostics portably, where Landlock is refused.  The whole standard library is allowed because
+# legitimate kernels include <vector>, <iostream> or <stdexcept> for their host code as a matter of
+# course (suite v4's ok_v4_reverse_iostream_vector_includes was refused before).
+_STD_HEADERS = frozenset("""
+    algorithm any array atomic barrier bit bitset cassert ccomplex cctype cerrno cfenv cfloat charconv chrono
+    cinttypes ciso646 climits clocale cmath codecvt compare complex concepts condition_variable coroutine csetjmp
+    csignal cstdalign cstdarg cstdbool cstddef cstdint cstdio cstdlib cstring ctgmath ctime cuchar cwchar cwctype
+    deque exception execution expected filesystem format forward_list fstream functional future initializer_list
+    iomanip ios iosfwd iostream istream iterator latch limits list locale map memory memory_resource mutex new
+    numbers numeric optional ostream print queue random ranges ratio regex scoped_allocator semaphore set
+    shared_mutex source_location span sstream stack stdexcept stop_token streambuf string string_view strstream
+    syncstream system_error thread tuple type_traits typeindex typeinfo unordered_map unordered_set utility
+    valarray variant vector version
+    assert.h complex.h ctype.h errno.h fenv.h float.h inttypes.h iso646.h limits.h locale.h math.h setjmp.h
+    signal.h stdalign.h stdarg.h stdbool.h stddef.h stdint.h stdio.h stdlib.h string.h tgmath.h time.h uchar.h
+    wchar.h wctype.h
+""".split())
+# the toolkit's headers named without looking at the disk (the same answer on every machine)
+_TOOLKIT_HEADER = re.compile(
+    r"^(cuda[\w./]*|cuda/[\w./]+|cub/[\w./]+|thrust/[\w./]+|cooperative_groups(/[\w./]+)?(\.h)?|"
+    r"mma\.h|sm_\d+_\w+\.h|crt/[\w.]+|device_\w+\.h|host_\w+\.h|driver_\w+\.h|builtin_types\.h|"
+    r"vector_\w+\.h|math_constants\.h|math_functions\.h(pp)?|(texture|surface)_\w+\.h|library_types\.h|"
+    r"channel_descriptor\.h|curand[\w]*\.h|nvtx3?/[\w./]+|nvfunctional)$"
 )
+_HEADER_NAME = re.compile(r"^[A-Za-z_][\w+-]*(/[\w+-][\w.+-]*)*(\.[\w]+)?$")
+
+
+@functools.lru_cache(maxsize=None)
+def toolkit_include_dirs() -> tuple[Path, ...]:
+    """The CUDA toolkit's include directories (with CCCL's), where nvcc looks for ``<...>``."""
+    homes: list[Path] = []
+    nvcc = nvcc_path()
+    if nvcc:
+        homes.append(Path(nvcc).resolve().parent.parent)
+    homes += [Path(h) for h in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda") if h]
+    found: list[Path] = []
+    for home in homes:
+        for inc in [home / "include", *sorted(home.glob("targets/*/include"))]:
+            for d in (inc, inc / "cccl"):
+                if (d / "cuda_runtime.h").is_file() or (d / "cub").is_dir():
+                    found.append(d.resolve())
+    return tuple(dict.fromkeys(found))
+
+
+def allowed_header(name: str) -> bool:
+    """Whether ``#include <name>`` (or ``"name"``) names a standard or CUDA toolkit header."""
+    name = name.strip()
+    if not _HEADER_NAME.match(name) or ".." in name.split("/"):
+        return False
+    if name in _STD_HEADERS or _TOOLKIT_HEADER.match(name):
+        return True
+    for root in toolkit_include_dirs():          # any other header the toolkit ships
+        path = (root / name).resolve()
+        if path.is_file() and path.is_relative_to(root):
+            return True
+    return False
+
+
 _INCLUDE_RE = re.compile(r"^\s*#\s*(include|include_next|import|embed)\b\s*(.*)$", re.M)
 _INCBIN_RE = re.compile(r"\.incbin|__has_include|#\s*pragma\s+(push_macro|include_alias)", re.I)
 
@@ -101,10 +156,10 @@ def check_source(source: str) -> str | None:
     for match in _INCLUDE_RE.finditer(source):
         directive, target = match.group(1), match.group(2).strip()
         line = source.count("\n", 0, match.start()) + 1
-        inner = re.match(r"^<([^<>]+)>", target)
-        if directive != "include" or not inner or not _ALLOWED_INCLUDE.match(inner.group(1).strip()):
-            return (f"kernel.cu:{line}: '#{directive} {target[:60]}' is not allowed: only CUDA and C++ "
-                    "standard headers in <...> may be included")
+        inner = re.match(r'^(?:<([^<>"]+)>|"([^<>"]+)")', target)
+        if directive != "include" or not inner or not allowed_header(inner.group(1) or inner.group(2)):
+            return (f"kernel.cu:{line}: '#{directive} {target[:60]}' is not allowed: only CUDA toolkit and C/C++ "
+                    "standard headers, by name, may be included")
     bad = _INCBIN_RE.search(source)
     if bad:
         line = source.count("\n", 0, bad.start()) + 1

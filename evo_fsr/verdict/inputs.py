@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 NP_DTYPES = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "bfloat16": "<u2", "int8": "i1",
              "uint8": "u1", "int32": "<i4", "uint32": "<u4", "int64": "<i8"}
 POISON_BYTE = 0xFF          # float NaN; -1 for signed integers
+CANARY_BYTE = 0xA5          # a buffer's slack past its end (Slot.guard), never a plausible write of 0 or NaN
 INPUT_ROLES = ("input", "inout")
 OUTPUT_ROLES = ("output", "inout")
 
@@ -80,6 +81,25 @@ class Slot:
             self.blocks[arg.name] = block
             self.views[arg.name] = memory.view(block, dtype, dims)
         self.scalars = scalars_of(task, shape)
+        slack = getattr(memory, "slack", None)
+        self.slack = {k: v for k, v in ((k, slack(b) if slack else None) for k, b in self.blocks.items())
+                      if v is not None and v.size}
+
+    def guard(self) -> None:
+        """A canary in every buffer's slack (its allocation past its end), queued: a call that
+        writes past a buffer's end (whole tiles with no tail, say) is found by ``overrun``."""
+        for view in self.slack.values():
+            view.fill(CANARY_BYTE)
+
+    def overrun(self) -> str | None:
+        """Where the last guarded call wrote past a buffer's end, or None."""
+        xp = self.memory.xp
+        for name, view in self.slack.items():
+            changed = xp.flatnonzero(view != CANARY_BYTE)
+            if changed.size:
+                return (f"{name}: {int(changed.size)} bytes written past its end (of {view.size} checked), "
+                        f"the first {int(changed[0])} bytes past it")
+        return None
 
     def attach_message(self) -> dict[str, Any]:
         return {"op": "attach", "slot": self.name,

@@ -37,6 +37,7 @@ class TrustedMemory(Protocol):
     def free(self, block: Block) -> None: ...
     def view(self, block: Block, dtype: np.dtype, shape: tuple[int, ...]) -> Any: ...
     def fill(self, block: Block, byte: int) -> None: ...      # every byte of the block (stream-ordered)
+    def slack(self, block: Block) -> Any | None: ...          # uint8 view of the allocation past nbytes, or None
     def copy(self, view: Any) -> Any: ...                     # a private copy of a view (stream-ordered)
     def synchronize(self) -> None: ...
     def flush_l2(self) -> None: ...
@@ -86,6 +87,16 @@ class CupyMemory:
         cupy = self._cupy
         memory = cupy.cuda.UnownedMemory(block.ptr, max(block.nbytes, 1), self)
         return cupy.ndarray(shape, dtype=dtype, memptr=cupy.cuda.MemoryPointer(memory, 0))
+
+    def slack(self, block: Block) -> Any:
+        """The allocation's bytes past the buffer's end (``allocation_bytes``: up to 2 MiB), as a
+        uint8 array: a kernel's writes past a buffer's end land there instead of faulting, so the
+        validator guards them with a canary (``inputs.Slot.guard``)."""
+        cupy = self._cupy
+        total = allocation_bytes(block.nbytes)
+        memory = cupy.cuda.UnownedMemory(block.ptr, total, self)
+        return cupy.ndarray((total - block.nbytes,), dtype=cupy.uint8,
+                            memptr=cupy.cuda.MemoryPointer(memory, block.nbytes))
 
     def fill(self, block: Block, byte: int) -> None:
         """A memset on the current stream (an element-wise fill of a uint8 view runs one byte

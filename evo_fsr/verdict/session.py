@@ -176,8 +176,10 @@ class Session(TimingStage):
                 slot = self.bench.validation_slot(shape)
                 self._attach(slot)
                 inputs = make_case(self.task, shape, secrets.randbits(63), case)
+                slot.guard()
                 _, captured = self._call(slot, inputs, self.cfg.validation_timeout_s, flush=False)
                 self.stages.count("validation_launches")
+                self._no_overrun(slot)
                 host = _to_host(captured)
                 mismatch = check_call(self.task, host, inputs, reference(self.task, inputs, shape, np), shape, np)
                 if mismatch:
@@ -193,6 +195,16 @@ class Session(TimingStage):
                 if mismatch:
                     raise Stop(Verdict(Status.WRONG, f"wrong result: {mismatch.describe()}", "wrong:nondeterministic",
                                         mismatch))
+
+    def _no_overrun(self, slot: Any) -> None:
+        """A guarded call (Slot.guard) that wrote past a buffer's end is wrong: in a user's program
+        those bytes belong to another tensor.  Allocations are rounded up to 2 MiB (memory.py), so
+        such writes never fault here (suite v4's relu_unchecked_tiles_past_the_end, OK x1.81 on an
+        H200 before this check)."""
+        where = slot.overrun()
+        if where:
+            raise Stop(Verdict(Status.WRONG, f"wrong: wrote past the end of a buffer ({self.where}): {where}",
+                                "wrong:out-of-bounds"))
 
     def _same(self, shape: Shape, inputs: dict[str, Any], first: dict[str, Any],
               again: dict[str, Any]) -> Mismatch | None:
@@ -224,20 +236,25 @@ class Session(TimingStage):
 
     def _sweep(self) -> None:
         """Each benchmark shape once with every other distribution the task allows (untimed)."""
-        xp = self.bench.memory.xp
         with self.stages.stage("sweep"):
             for shape in self.shapes:
                 sb = self.bench.shape_bench(shape)
-                self._attach(sb.candidate_slot)
-                for case, inputs in sb.sweep.items():
-                    self.where = f"benchmark shape {shape.label} ({case})"
-                    _, captured = self._call(sb.candidate_slot, inputs, self.cfg.benchmark_timeout_s, flush=False)
-                    mismatch = check_call(self.task, captured, inputs, reference(self.task, inputs, shape, xp),
-                                          shape, xp)
-                    if mismatch:
-                        raise Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape ({case} inputs): "
-                                                          f"{mismatch.describe()}", _sweep_reason(mismatch), mismatch))
-                    self.stages.count("sweep_calls")
+                self._sweep_calls(shape, sb, sb.sweep)
+
+    def _sweep_calls(self, shape: Shape, sb: Any, sets: dict[str, dict[str, Any]], when: str = "") -> None:
+        """One untimed, checked call of the shape's candidate slot per input set of ``sets``."""
+        xp = self.bench.memory.xp
+        self._attach(sb.candidate_slot)
+        for case, inputs in sets.items():
+            self.where = f"benchmark shape {shape.label} ({case}{when})"
+            sb.candidate_slot.guard()
+            _, captured = self._call(sb.candidate_slot, inputs, self.cfg.benchmark_timeout_s, flush=False)
+            self._no_overrun(sb.candidate_slot)
+            mismatch = check_call(self.task, captured, inputs, reference(self.task, inputs, shape, xp), shape, xp)
+            if mismatch:
+                raise Stop(Verdict(Status.WRONG, f"wrong result on a benchmark shape ({case} inputs{when}): "
+                                                  f"{mismatch.describe()}", _sweep_reason(mismatch), mismatch))
+            self.stages.count("sweep_calls")
 
 
 def _to_host(captured: dict[str, Any]) -> dict[str, np.ndarray]:

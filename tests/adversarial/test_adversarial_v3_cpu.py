@@ -43,7 +43,7 @@ needs_nvcc = pytest.mark.skipif(nvcc.nvcc_path() is None, reason="nvcc not found
 #: every rejection code the verdict can give (SECURITY.md, "Reason codes")
 KNOWN_CODES = {"compile_error", "compile_error:task-rule", "crash", "crash:sandbox-violation", "crash:vendor-library", "crash:evaluator",
                "timeout", "timeout:budget", "wrong:unwritten-or-nonfinite", "wrong:tolerance",
-               "wrong:input-modified", "wrong:nondeterministic", "wrong:benchmark-shape", "wrong:timed-calls",
+               "wrong:input-modified", "wrong:nondeterministic", "wrong:benchmark-shape", "wrong:timed-calls", "wrong:out-of-bounds",
                "flagged:under-floor", "flagged:work-after-reply"}
 #: what each source must contain for its case to be the cheat it says it is
 NEEDLES = {

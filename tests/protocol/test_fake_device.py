@@ -624,6 +624,18 @@ def test_the_calibration_is_taken_the_way_a_candidate_is_timed(evaluator, monkey
     monkeypatch.setattr(bench_module.Workbench, "calibration_round",
                         recorded(bench_module.Workbench.calibration_round))
     monkeypatch.setattr(session_module.Session, "_timing_round", recorded(session_module.Session._timing_round))
+    real_sweep = session_module.Session._sweep_calls
+
+    def sweep_calls(self, *args, **kwargs):      # the late sweep call: an untimed check, marked "s"
+        on = recording["on"]
+        if on:
+            trace.append("s")
+        recording["on"] = False
+        try:
+            return real_sweep(self, *args, **kwargs)
+        finally:
+            recording["on"] = on
+    monkeypatch.setattr(session_module.Session, "_sweep_calls", sweep_calls)
     ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, clean_calls=6, min_windows=6))
     try:
         result = judge(ev, kernels.HONEST)
@@ -632,6 +644,9 @@ def test_the_calibration_is_taken_the_way_a_candidate_is_timed(evaluator, monkey
     assert result.status is Status.OK, result.summary
     rounds = "".join(trace).split("|")
     calibration, timing = rounds[0], rounds[1]
+    # one untimed call on a non-timed distribution at a secret window of the round (late sweep)
+    assert timing.count("s") == 1 and "s" not in calibration, timing
+    timing = timing.replace("s", "")
     # the calibration's two warm-up windows (twin, checked; baseline) come before its loop, as the
     # candidate's warm-up windows come before its timing round
     assert calibration[:3] == "CkB", calibration
@@ -793,8 +808,11 @@ def test_no_call_reuses_the_universe_of_an_earlier_window(evaluator, monkeypatch
     same kernel has seen nearly every value of a call after a few calls: that is the universe a
     sort or top-k could learn.  Fails if ``new_window`` is no longer called per window, or if the
     fixed case stops showing the exposure (then the probe says nothing)."""
-    from evo_fsr.verdict import base_sets
+    from evo_fsr.verdict import base_sets, bench
 
+    real_sweep_inputs = bench.Workbench._sweep_inputs     # no late sweep call among the timed ones counted here
+    monkeypatch.setattr(bench.Workbench, "_sweep_inputs",
+                        lambda self, shape: real_sweep_inputs(self, shape) if not self._shapes[shape.label].sweep else {})
     fresh = judge_with(evaluator, kernels.LEARNS_THE_UNIVERSE)
     assert fresh.status is Status.OK, fresh.summary
     # the evaluator times 6 calls, one a window (min_trials = max_trials = 6, batch_max = 1): the

@@ -68,6 +68,23 @@ def test_standard_includes_are_allowed() -> None:
     assert check_source("#include <cuda_fp16.h>\n#include <cstdint>\n#include <cooperative_groups.h>\n") is None
 
 
+@pytest.mark.parametrize("line", ["#include <vector>", "#include <iostream>", "#include <stdexcept>", "#include <string>",
+                                  "#include <cinttypes>", "#include <unordered_map>", '#include "cuda_runtime.h"',
+                                  "#include <driver_types.h>", "#include <vector_functions.h>", "#include <builtin_types.h>",
+                                  '#include "device_launch_parameters.h"', "#include <cuda/std/cstdint>"])
+def test_the_headers_legitimate_kernels_include_are_allowed(line: str) -> None:
+    """The C/C++ standard library and the toolkit's headers by name, <...> or "...": suite v4's
+    legitimate kernels include <iostream>, <vector> and "cuda_runtime.h" (refused until 2026-12-01)."""
+    assert check_source(line + "\n") is None, line
+
+
+@pytest.mark.parametrize("line", ["#include <cuda/../../../../etc/passwd>", '#include "cuda_runtime.h/../../x"',
+                                  "#include <unistd.h>", "#include <dlfcn.h>", '#include "contract.h"',
+                                  '#include "kernel.ptx"', "#include <cutlass/gemm.h>", "#include <cuda//x>"])
+def test_paths_and_names_outside_the_toolkit_and_standard_library_are_refused(line: str) -> None:
+    assert check_source(line + "\n") is not None, line
+
+
 def test_trim_diagnostics_bounds_output() -> None:
     text = "\n".join(f"/tmp/x/kernel.cu({i}): warning: w" for i in range(500)) + "\n/tmp/x/kernel.cu(1): error: e"
     trimmed = trim_diagnostics(text, "/tmp/x")

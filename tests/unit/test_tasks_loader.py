@@ -132,3 +132,25 @@ def test_task_rules_name_the_instruction_and_read_the_binary() -> None:
     assert "run time" in (forbidden_instruction(task, jit) or "")
     near = CompileResult(**{**ok.__dict__, "ptx_instructions": ("cos.approxim",)})
     assert forbidden_instruction(task, near) is None      # a prefix ends at a dot
+
+
+def test_fp32_strict_refuses_tensor_core_and_half_math_below_float32() -> None:
+    """verdict/task_rules.below_fp32_instruction: an fp32_strict task refuses mma/wmma/wgmma with an
+    operand type below float32 and half-precision arithmetic (suite v4's matmul_bf16x3_tensor_cores
+    read OK x1.90 on an H200 before the rule); fp64 mma, half conversions and fp32 math stay allowed,
+    and a task of another precision is not touched."""
+    from evo_fsr.verdict.compile import CompileResult
+    from evo_fsr.verdict.task_rules import forbidden_instruction
+    base = CompileResult(ok=True, key="k", log="", seconds=0.0, arch="sm_90", binary=b"\x7fELF",
+                         ptx_instructions=("fma.rn.f32", "cvt.rn.bf16.f32", "cvt.f32.f16",
+                                           "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64"))
+    matmul = get_task("matmul")
+    assert forbidden_instruction(matmul, base) is None
+    for low in ("wmma.mma.sync.aligned.row.row.m16n16k16.f32.bf16.bf16.f32",
+                "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+                "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
+                "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+                "fma.rn.f16x2", "add.rn.bf16x2"):
+        used = CompileResult(**{**base.__dict__, "ptx_instructions": base.ptx_instructions + (low,)})
+        assert low in (forbidden_instruction(matmul, used) or ""), low
+        assert forbidden_instruction(get_task("histogram"), used) is None        # precision: exact

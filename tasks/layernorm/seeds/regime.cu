@@ -182,9 +182,16 @@ __device__ __forceinline__ void ldv_shared(const float* p, float* v) {
     }
 }
 
-template <int V>
+// STREAM: st.global.cs (evict first) for y. Used by the cluster regime's writes only (long_rows):
+// on an H200 (2026-12-01, scripts/probe_inproc.py, 40 trials) long_rows went from 53.4 to 45.6 us at
+// 8 calls a timing (2.80x -> 3.28x torch) and 51.2 -> 42.9 us alone, while the same stores slowed
+// square_4096 and rows_16k_d1024 by ~1 % (1.443x -> 1.432x / 1.431x), so the other regimes keep
+// plain stores. Global memory only (never a shared-memory pointer).
+template <int V, bool STREAM = false>
 __device__ __forceinline__ void stv(float* __restrict__ p, const float* v) {
-    if constexpr (V == 4) {
+    if constexpr (V == 4 && STREAM) {
+        __stcs(reinterpret_cast<float4*>(p), make_float4(v[0], v[1], v[2], v[3]));
+    } else if constexpr (V == 4) {
         *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
     } else if constexpr (V == 2) {
         *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
@@ -194,7 +201,7 @@ __device__ __forceinline__ void stv(float* __restrict__ p, const float* v) {
 }
 
 // y[c..c+V) = (x - mean) * rstd * gamma + beta for one vector (v holds x).
-template <int V>
+template <int V, bool STREAM = false>
 __device__ __forceinline__ void normalize_store(float* __restrict__ yp, const float* __restrict__ gamma,
                                                 const float* __restrict__ beta, long long c, float* v,
                                                 float mean, float rstd) {
@@ -203,7 +210,7 @@ __device__ __forceinline__ void normalize_store(float* __restrict__ yp, const fl
     ldv<V>(beta + c, b);
 #pragma unroll
     for (int k = 0; k < V; ++k) v[k] = (v[k] - mean) * rstd * g[k] + b[k];
-    stv<V>(yp + c, v);
+    stv<V, STREAM>(yp + c, v);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -681,13 +688,13 @@ __device__ __forceinline__ void chunk_write(float* __restrict__ yr, const float*
 #pragma unroll
     for (int i = 0; i < RV; ++i) {
         const int j = i * T + tid;
-        if (j < nv) normalize_store<V>(yr, gr, br, (long long)j * V, r + i * V, rmean, rstd);
+        if (j < nv) normalize_store<V, true>(yr, gr, br, (long long)j * V, r + i * V, rmean, rstd);
     }
 #pragma unroll(WU)
     for (int j = RV * T + tid; j < nv; j += T) {
         float v[V];
         ldv_shared<V>(sx + (j * V - RF), v);
-        normalize_store<V>(yr, gr, br, (long long)j * V, v, rmean, rstd);
+        normalize_store<V, true>(yr, gr, br, (long long)j * V, v, rmean, rstd);
     }
 }
 
