@@ -28,7 +28,7 @@ import pytest
 
 from evo_fsr.tasks import get_task
 from evo_fsr.runner import sandbox
-from evo_fsr.types import Candidate, EvalResult, Status
+from evo_fsr.types import Candidate, Status
 from evo_fsr.verdict import compile as nvcc
 from evo_fsr.verdict.evaluate import Evaluator
 
@@ -101,36 +101,36 @@ class SuiteV3(SuiteV2):
         self.honest[case.name] = self.honest[key]
 
 
-@pytest.fixture(scope="module")
-def suite_v3() -> SuiteV3:
+def run_suite(label: str, cases: list[v3.CaseV3]) -> SuiteV3:
+    """Every case of ``cases`` through SuiteV3, the verdict table printed (suites v3 and v4)."""
     s = SuiteV3()
-    s.run()
-    ran = [c for c in CASES if c.name in s.results]
+    s.run(cases)
+    ran = [c for c in cases if c.name in s.results]
     honest = ", ".join(f"{c.name} x{s.honest[c.name].geomean_speedup or 0.0:.2f}" for c in ran if c.name in s.honest)
-    print("\n".join(["", "adversarial suite v3 verdicts:"] + [s.line(c) for c in ran]
+    print("\n".join(["", f"adversarial suite {label} verdicts:"] + [s.line(c) for c in ran]
                     + ["honest equivalents: " + honest]))
     return s
 
 
-def _case(name: str) -> v3.CaseV3:
-    case = next(c for c in CASES if c.name == name)
+def case_named(cases: list[v3.CaseV3], name: str) -> v3.CaseV3:
+    case = next(c for c in cases if c.name == name)
     if not _runs_here(case):
         pytest.skip("patches x86-64 machine code")
     return case
 
 
-@pytest.mark.parametrize("name", [c.name for c in CASES])
-def test_v3_case_outcome(suite_v3: SuiteV3, name: str, request: pytest.FixtureRequest) -> None:
-    case = _case(name)
+def check_case_outcome(suite: SuiteV3, case: v3.CaseV3, request: pytest.FixtureRequest) -> None:
+    """``ok`` must be OK, ``rejected`` not, ``no-speedup`` not faster than its honest twin; xfail where
+    the case declares a hole."""
     if case.hole:
         request.applymarker(pytest.mark.xfail(reason=case.hole, strict=False))
-    check_outcome(name, case.expected, suite_v3.results[name], lambda: suite_v3.honest[name])
+    check_outcome(case.name, case.expected, suite.results[case.name], lambda: suite.honest[case.name])
 
 
-@pytest.mark.parametrize("name", [c.name for c in CASES if c.evidence or c.unsound])
-def test_v3_case_ran_as_designed(suite_v3: SuiteV3, name: str) -> None:
-    case = _case(name)
-    result: EvalResult = suite_v3.results[name]
+def check_ran_as_designed(suite: SuiteV3, case: v3.CaseV3) -> None:
+    """The case exercised its mechanism (its evidence in the run log, or Landlock's ``blocked`` line)
+    and was not rejected for a reason that means the case itself went wrong."""
+    name, result = case.name, suite.results[case.name]
     assert result.rejection not in case.unsound, (
         f"{name}: rejected as {result.rejection}, which means the case itself went wrong, not that the verdict "
         f"caught it: {_detail(result)}")
@@ -143,3 +143,18 @@ def test_v3_case_ran_as_designed(suite_v3: SuiteV3, name: str) -> None:
         return                                        # confinement closed it before the verdict was needed
     assert not missing, (f"{name}: its mechanism did not fire (no {missing} in the run log), so its verdict "
                          f"({result.status.value} {result.rejection}) says nothing: {_detail(result)}")
+
+
+@pytest.fixture(scope="module")
+def suite_v3() -> SuiteV3:
+    return run_suite("v3", CASES)
+
+
+@pytest.mark.parametrize("name", [c.name for c in CASES])
+def test_v3_case_outcome(suite_v3: SuiteV3, name: str, request: pytest.FixtureRequest) -> None:
+    check_case_outcome(suite_v3, case_named(CASES, name), request)
+
+
+@pytest.mark.parametrize("name", [c.name for c in CASES if c.evidence or c.unsound])
+def test_v3_case_ran_as_designed(suite_v3: SuiteV3, name: str) -> None:
+    check_ran_as_designed(suite_v3, case_named(CASES, name))

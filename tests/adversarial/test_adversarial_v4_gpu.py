@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from evo_fsr.types import EvalResult, Status
-
 from . import cases_v4 as v4
-from .test_adversarial_v2_gpu import check_outcome
-from .test_adversarial_v3_gpu import LANDLOCK_ON, SuiteV3, _detail, _runs_here
+from .test_adversarial_v3_gpu import SuiteV3, case_named, check_case_outcome, check_ran_as_designed, run_suite
 
 pytestmark = pytest.mark.gpu
 
@@ -21,42 +18,14 @@ CASES = v4.build_cases()
 
 @pytest.fixture(scope="module")
 def suite_v4() -> SuiteV3:
-    s = SuiteV3()
-    s.run(CASES)
-    ran = [c for c in CASES if c.name in s.results]
-    honest = ", ".join(f"{c.name} x{s.honest[c.name].geomean_speedup or 0.0:.2f}" for c in ran if c.name in s.honest)
-    print("\n".join(["", "adversarial suite v4 verdicts:"] + [s.line(c) for c in ran]
-                    + ["honest equivalents: " + honest]))
-    return s
-
-
-def _case(name: str):
-    case = next(c for c in CASES if c.name == name)
-    if not _runs_here(case):
-        pytest.skip("patches x86-64 machine code")
-    return case
+    return run_suite("v4", CASES)
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES])
 def test_v4_case_outcome(suite_v4: SuiteV3, name: str, request: pytest.FixtureRequest) -> None:
-    case = _case(name)
-    if case.hole:
-        request.applymarker(pytest.mark.xfail(reason=case.hole, strict=False))
-    check_outcome(name, case.expected, suite_v4.results[name], lambda: suite_v4.honest[name])
+    check_case_outcome(suite_v4, case_named(CASES, name), request)
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES if c.evidence or c.unsound])
 def test_v4_case_ran_as_designed(suite_v4: SuiteV3, name: str) -> None:
-    case = _case(name)
-    result: EvalResult = suite_v4.results[name]
-    assert result.rejection not in case.unsound, (
-        f"{name}: rejected as {result.rejection}, which means the case itself went wrong: {_detail(result)}")
-    if result.status is Status.COMPILE_ERROR:
-        return
-    log = result.log("run")
-    missing = [text for text in case.evidence if text not in log]
-    stopped = [text for text in case.blocked if text in log]
-    if missing and stopped and LANDLOCK_ON:
-        return
-    assert not missing, (f"{name}: its mechanism did not fire (no {missing} in the run log), so its verdict "
-                         f"({result.status.value} {result.rejection}) says nothing: {_detail(result)}")
+    check_ran_as_designed(suite_v4, case_named(CASES, name))
