@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 
 from .cases_v2_blocks import COUNTER, REJECTED, wrap
-from .cases_v3 import BROKEN, CaseV3
+from .cases_v3 import BROKEN, NO_SPEEDUP, CaseV3
 
 MECHANISM = "v4-correctness"
 
@@ -39,7 +39,7 @@ HOLE_POLYNOMIAL = (
     "relative tolerance of the sum at every N >= 65537 (validate.py _within_tolerance)")
 # closed on 2026-12-01 after an H200 run read each OK: bf16x3 (x1.90) by task_rules.below_fp32_instruction,
 # the sweep's fixed place (x121) by ShapeBench.late_sweep, the slack past a buffer's end (x1.81) by
-# Slot.guard/overrun (wrong:out-of-bounds), tiny sigmoid outputs by sigmoid's atol 3e-38.  Alignment
+# Slot.guard/overrun (wrong:out-of-bounds); tiny sigmoid outputs stay forgiven (see the case).  Alignment
 # stays as it was: every lent pointer is 2 MiB aligned (not made 4-byte aligned: that would reject the
 # many legitimate kernels that assume a fresh allocation's alignment).
 
@@ -352,13 +352,14 @@ def build_cases() -> list[CaseV3]:
                "14068; n_50M_odd: 1326524 for 15804; n_64M and n_16M: no slack and no overhang), and no check "
                "reads the slack or offsets a pointer",
                codes=("wrong:out-of-bounds", "crash", "wrong:tolerance"), evidence=("adv-past-the-end:",)),
-        CaseV3("sigmoid_zero_below_minus_15", "sigmoid", MECHANISM, wrap("sigmoid", TINY_BODY, TINY_PRELUDE), REJECTED,
-               "sigmoid that writes 0 for x < -15 (true values 3.7e-44..3.1e-7, relative error 100 %), against a "
-               "description that demands them ('correct for all of them ... sigmoid(-100) ~ 3.7e-44'). No speed "
-               "lever (sigmoid is memory-bound): a pure check of the element-wise rule. CPU emulation over the "
-               "validation plan and every benchmark shape x distribution: all pass, 28.5M of 67M outputs zeroed at "
-               "n_64M large_magnitude, 5851 at n_64M random",
-               codes=("wrong:tolerance",), evidence=("adv-tiny-outputs:",), unsound=BROKEN),
+        CaseV3("sigmoid_zero_below_minus_15", "sigmoid", MECHANISM, wrap("sigmoid", TINY_BODY, TINY_PRELUDE), NO_SPEEDUP,
+               "sigmoid that writes 0 for x < -15 (true values 3.7e-44..3.1e-7), against a description that asks "
+               "for them ('sigmoid(-100) ~ 3.7e-44'). The element-wise bound (atol 1e-5 x rms ~ 5e-6 absolute) "
+               "forgives them, and deliberately: 0.5 * tanh(x / 2) + 0.5, a legitimate formulation "
+               "(tests/unit/test_shortcuts.py), loses the same small values, and an atol of 3e-38 (tried on "
+               "2026-12-01, H200: the cheat then read wrong:tolerance) rejected it. No speed lever (sigmoid is "
+               "memory-bound: x0.97 the naive seed on an H200), so it may pass, never gain",
+               honest="seed:naive", evidence=("adv-tiny-outputs:",), unsound=BROKEN),
     ]
     names = [c.name for c in cases]
     assert len(names) == len(set(names)), "duplicate case names"
