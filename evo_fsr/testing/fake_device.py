@@ -73,6 +73,8 @@ class SharedFileMemory:
     def slack(self, block: Block) -> Any:
         return None                 # allocations are exact: a write past the end faults or reaches nothing
 
+    def fill_slack(self, block: Block, byte: int) -> None: ...
+
     def copy(self, view: Any) -> Any:
         return np.array(view, copy=True)
 

@@ -30,7 +30,8 @@ from ..runner.supply import scratch_root
 from ..tasks import Shape, Task
 from . import library
 from .gpu_idle import IdleGate
-from .inputs import Slot, TimedInputs, make_case, reference, timed_case
+from .inputs import TimedInputs, make_case, reference, timed_case
+from .slot import Slot
 from .memory import TrustedMemory
 from .profile import FUSABLE_FLOOR_MS, CallTimes, batch_size
 from .timed_window import call_error, timed_batch

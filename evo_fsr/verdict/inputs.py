@@ -1,8 +1,6 @@
-"""Inputs, launch buffers and references (trusted side).
+"""Inputs and references (trusted side); the launch buffers they are written into are
+``slot.Slot``.
 
-- ``Slot``: the launch buffers of one shape, owned by the evaluator (``memory.py``) and lent to
-  one runner: inputs written and outputs NaN-poisoned before every call, outputs copied into
-  private arrays after it, inputs compared with the evaluator's own copy.
 - ``TimedInputs``: fresh content for every timed call of a benchmark shape.  Two base sets per
   shape are drawn from the task's benchmark distribution with secret seeds (never a public seed);
   each timed call gets an element-wise random mix of the two, each under its own secret keyed
@@ -26,15 +24,12 @@ import numpy as np
 
 from ..tasks import Shape, Task
 from . import base_sets
-from .memory import Block, TrustedMemory
 from .validate import widen
 
 log = logging.getLogger(__name__)
 
 NP_DTYPES = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "bfloat16": "<u2", "int8": "i1",
              "uint8": "u1", "int32": "<i4", "uint32": "<u4", "int64": "<i8"}
-POISON_BYTE = 0xFF          # float NaN; -1 for signed integers
-CANARY_BYTE = 0xA5          # a buffer's slack past its end (Slot.guard), never a plausible write of 0 or NaN
 INPUT_ROLES = ("input", "inout")
 OUTPUT_ROLES = ("output", "inout")
 
@@ -63,90 +58,6 @@ def make_case(task: Task, shape: Shape, seed: int, case: str | None = None, xp: 
                                    f"{getattr(array, 'dtype', None)} {getattr(array, 'shape', None)}, "
                                    f"declared {want} {arg.dims_of(shape.env)}")
     return inputs
-
-
-class Slot:
-    """The launch buffers of one shape for one runner, in trusted memory."""
-
-    def __init__(self, memory: TrustedMemory, task: Task, shape: Shape, name: str) -> None:
-        self.memory, self.task, self.shape, self.name = memory, task, shape, name
-        self.blocks: dict[str, Block] = {}
-        self.views: dict[str, Any] = {}
-        for arg in task.args:
-            if not arg.is_buffer:
-                continue
-            dims = arg.dims_of(shape.env)
-            dtype = np_dtype(arg.dtype)
-            block = memory.alloc(int(np.prod(dims, dtype=np.int64)) * dtype.itemsize)
-            self.blocks[arg.name] = block
-            self.views[arg.name] = memory.view(block, dtype, dims)
-        self.scalars = scalars_of(task, shape)
-        slack = getattr(memory, "slack", None)
-        self.slack = {k: v for k, v in ((k, slack(b) if slack else None) for k, b in self.blocks.items())
-                      if v is not None and v.size}
-
-    def guard(self) -> None:
-        """A canary in every buffer's slack (its allocation past its end), queued: a call that
-        writes past a buffer's end (whole tiles with no tail, say) is found by ``overrun``."""
-        for view in self.slack.values():
-            view.fill(CANARY_BYTE)
-
-    def overrun(self) -> str | None:
-        """Where the last guarded call wrote past a buffer's end, or None."""
-        xp = self.memory.xp
-        for name, view in self.slack.items():
-            changed = xp.flatnonzero(view != CANARY_BYTE)
-            if changed.size:
-                return (f"{name}: {int(changed.size)} bytes written past its end (of {view.size} checked), "
-                        f"the first {int(changed[0])} bytes past it")
-        return None
-
-    def attach_message(self) -> dict[str, Any]:
-        return {"op": "attach", "slot": self.name,
-                "buffers": [{"name": k, "handle": b.handle, "nbytes": b.nbytes} for k, b in self.blocks.items()]}
-
-    def load(self, inputs: dict[str, Any], wait: bool = True) -> None:
-        """Inputs in, outputs and workspaces poisoned; returns once the device has them (with
-        ``wait``; else queued, and the caller synchronizes once for a whole batch)."""
-        xp = self.memory.xp
-        for arg in self.task.args:
-            if not arg.is_buffer:
-                continue
-            view = self.views[arg.name]
-            if arg.role in INPUT_ROLES:
-                view[...] = xp.asarray(inputs[arg.name])
-            elif view.size:
-                self.memory.fill(self.blocks[arg.name], POISON_BYTE)
-        if wait:
-            self.memory.synchronize()
-
-    def poison(self) -> None:
-        """Every buffer poisoned, inputs too (queued): a chained call's, whose inputs the runner
-        draws (chain.py)."""
-        for block in self.blocks.values():
-            if block.nbytes:
-                self.memory.fill(block, POISON_BYTE)
-
-    def capture(self) -> dict[str, Any]:
-        """Private copies of the outputs, and the read-only inputs as they are now (``after:``)."""
-        taken = {**self.take_outputs(), **self.take_inputs()}
-        self.memory.synchronize()
-        return taken
-
-    def take_outputs(self) -> dict[str, Any]:
-        """Private copies of the outputs (queued: the caller synchronizes)."""
-        return {a.name: self.memory.copy(self.views[a.name]) for a in self.task.args if a.role in OUTPUT_ROLES}
-
-    def take_inputs(self) -> dict[str, Any]:
-        """Private copies of the read-only inputs as they are now, ``after:`` (queued)."""
-        return {"after:" + a.name: self.memory.copy(self.views[a.name]) for a in self.task.args
-                if a.role == "input"}
-
-    def free(self) -> None:
-        for block in self.blocks.values():
-            self.memory.free(block)
-        self.blocks.clear()
-        self.views.clear()
 
 
 def _mask(xp: Any, n: int, seed: int) -> Any:

@@ -38,6 +38,7 @@ class TrustedMemory(Protocol):
     def view(self, block: Block, dtype: np.dtype, shape: tuple[int, ...]) -> Any: ...
     def fill(self, block: Block, byte: int) -> None: ...      # every byte of the block (stream-ordered)
     def slack(self, block: Block) -> Any | None: ...          # uint8 view of the allocation past nbytes, or None
+    def fill_slack(self, block: Block, byte: int) -> None: ...  # every byte past nbytes (stream-ordered)
     def copy(self, view: Any) -> Any: ...                     # a private copy of a view (stream-ordered)
     def synchronize(self) -> None: ...
     def flush_l2(self) -> None: ...
@@ -91,12 +92,18 @@ class CupyMemory:
     def slack(self, block: Block) -> Any:
         """The allocation's bytes past the buffer's end (``allocation_bytes``: up to 2 MiB), as a
         uint8 array: a kernel's writes past a buffer's end land there instead of faulting, so the
-        validator guards them with a canary (``inputs.Slot.guard``)."""
+        validator guards them with a canary (``slot.Slot.guard``)."""
         cupy = self._cupy
         total = allocation_bytes(block.nbytes)
         memory = cupy.cuda.UnownedMemory(block.ptr, total, self)
         return cupy.ndarray((total - block.nbytes,), dtype=cupy.uint8,
                             memptr=cupy.cuda.MemoryPointer(memory, block.nbytes))
+
+    def fill_slack(self, block: Block, byte: int) -> None:
+        """The slack's bytes set to ``byte``: one memset on the current stream."""
+        past = allocation_bytes(block.nbytes) - block.nbytes
+        if past > 0:
+            self._memset(block.ptr + block.nbytes, byte, past)
 
     def fill(self, block: Block, byte: int) -> None:
         """A memset on the current stream (an element-wise fill of a uint8 view runs one byte

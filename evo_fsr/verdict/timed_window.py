@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable
 
 from ..runner.harness import RunnerProcess
-from .inputs import Slot
+from .slot import Slot
 from .profile import CallTimes
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,8 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     if chain_seed is not None:
         return chained_window(runner, slots, lib, chain_seed, timeout_s, gate)
     memory = slots[0].memory
+    for slot in slots:
+        slot.guard()                # the canary past every buffer's end (outside the window)
     memory.synchronize()
     if gate is not None:
         gate()
@@ -79,6 +81,7 @@ def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int
     memory = slots[0].memory
     for slot in slots:
         slot.poison()
+        slot.guard()
     memory.synchronize()
     if gate is not None:
         gate()

@@ -663,7 +663,7 @@ def test_the_inputs_are_read_back_after_the_window_closes(evaluator, monkeypatch
     Fails if ``take_inputs`` runs before the window's clock stops."""
     import time as time_module
 
-    from evo_fsr.verdict.inputs import Slot
+    from evo_fsr.verdict.slot import Slot
 
     real = Slot.take_inputs
     read_back = {"n": 0}

@@ -1,7 +1,8 @@
 """A buffer's slack (its allocation past its logical end, up to 2 MiB: memory.allocation_bytes)
-is guarded by a canary on validation and sweep calls (inputs.Slot.guard / overrun): a kernel
+is guarded by a canary on validation and sweep calls (slot.Slot.guard / overrun): a kernel
 that writes past a buffer's end is wrong (session._no_overrun, ``wrong:out-of-bounds``).  Here on
-a host memory whose blocks carry slack as the device's do."""
+a host memory whose blocks carry slack as the device's do.  Every timed window guards its slots
+(timed_window.py), so the slack reads the same in a checked call as in any other."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from evo_fsr.tasks import get_task
-from evo_fsr.verdict.inputs import CANARY_BYTE, Slot
+from evo_fsr.verdict.slot import CANARY_BYTE, Slot
 from evo_fsr.verdict.memory import Block, allocation_bytes
 
 
@@ -31,6 +32,9 @@ class SlackMemory:
 
     def slack(self, block: Block) -> Any:
         return self.raw[block.ptr][block.nbytes:]
+
+    def fill_slack(self, block: Block, byte: int) -> None:
+        self.raw[block.ptr][block.nbytes:] = byte
 
 
 def _relu_slot(n: int) -> tuple[SlackMemory, Slot]:
