@@ -34,6 +34,9 @@ class StubSlot:
     def __init__(self, memory: QueuedWorkMemory, name: str) -> None:
         self.memory, self.name, self.scalars = memory, name, {}
 
+    def guard(self) -> None:
+        self.memory.events.append(f"guard {self.name}")
+
     def load(self, values: dict[str, Any], wait: bool = True) -> None:
         self.memory.events.append(f"load {self.name}")
         if wait:
@@ -67,7 +70,8 @@ def test_the_private_inputs_are_made_before_the_window_opens() -> None:
     runner = StubRunner()
     reply, times, captured = timed_batch(runner, slots, "candidate", [{}, {}], 5.0)
     assert times is not None and times.calls == 2 and runner.settled == 1
-    assert memory.events[:2] == ["sync", "load a"], memory.events
+    # the canary past every slot's end is queued before the synchronize, outside the window
+    assert memory.events[:4] == ["guard a", "guard b", "sync", "load a"], memory.events
     assert times.window_ms < PENDING_S * 1e3 / 2, times.window_ms
 
 
