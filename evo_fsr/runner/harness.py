@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol
-from .protocol import GATE_PAGE_BYTES, MAX_REPLY_BYTES, RUNNER_FILES, ProtocolError
+from .protocol import GATE_PAGE_BYTES, MARK_OFFSET, MAX_REPLY_BYTES, RUNNER_FILES, ProtocolError
 from .sandbox import (SandboxPolicy, confine_policy, kill_group, report_confinement,
                       spawn_sandboxed)
 
@@ -123,6 +123,32 @@ class RunnerProcess:
         """Write the gate's word: 0 closes it (before ``arm``), a seed opens it (the window)."""
         struct.pack_into("<Q", self.gate_page, 0, seed)
 
+    def mark(self) -> tuple[int, int]:
+        """The completion mark's words in the gate's page (verdict/completion.py): key, hash."""
+        key, digest = struct.unpack_from("<QQ", self.gate_page, MARK_OFFSET)
+        return int(key), int(digest)
+
+    def await_mark(self, key: int, timeout_s: float) -> int | None:
+        """Spin until the completion mark of ``key`` is in the gate's page and return its hash,
+        read at once (verdict/completion.py: the hash is written before the key); None if a reply
+        (or the runner's end) is on the reply pipe with no such mark (the caller reads the reply).
+        Past ``timeout_s`` the runner's group is killed (``RunnerTimeout``).  A spin, not a sleep:
+        the trusted side's wake-up is not part of any window."""
+        deadline = time.monotonic() + timeout_s
+        page, reply_fd, spins = self.gate_page, self._reply_r, 0
+        while True:
+            seen, digest = struct.unpack_from("<QQ", page, MARK_OFFSET)
+            if seen == key:
+                return int(digest)
+            spins += 1
+            if spins & 31 == 0:
+                if self._buffer or select.select([reply_fd], [], [], 0)[0]:
+                    seen, digest = struct.unpack_from("<QQ", page, MARK_OFFSET)
+                    return int(digest) if seen == key else None
+                if time.monotonic() > deadline:
+                    kill_group(self.proc)
+                    raise RunnerTimeout(f"no completion mark and no reply within {timeout_s:.0f} s")
+
     def _command(self, message: dict[str, Any]) -> dict[str, Any]:
         """The message with a fresh, unpredictable id that its reply must echo."""
         return {**message, "id": secrets.randbits(48)}
@@ -207,6 +233,21 @@ class RunnerProcess:
 
     def send(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Send one command and return its checked reply (an ``error`` reply included)."""
+        return self.collect(self.post(message), timeout_s)
+
+    def wake(self) -> None:
+        """Continue the runner and send it a wake-up line (no command): it spins on its command
+        pipe from then on (runner.SPIN_S), so a command sent soon after finds it running.  Before
+        a window opens, so that no runner's wake-up, honest or not, is inside it."""
+        self.ready()
+        self._continue()
+        try:
+            os.write(self._cmd_w, b"\n")
+        except BrokenPipeError:
+            raise self._died() from None
+
+    def post(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send one command (the runner continued first); ``collect`` its reply."""
         self.ready()
         self._refuse_unsolicited()
         command = self._command(message)
@@ -215,6 +256,10 @@ class RunnerProcess:
             os.write(self._cmd_w, (json.dumps(command) + "\n").encode())
         except BrokenPipeError:
             raise self._died() from None
+        return command
+
+    def collect(self, command: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """The checked reply to ``command`` (``post``); the runner is stopped once it has come."""
         reply = self.await_reply(command, timeout_s)
         self._stop()
         return reply

@@ -13,17 +13,21 @@ Commands (trusted side -> runner):
   attach  {slot, buffers: [{name, handle, nbytes}]}
                                               open the trusted side's buffers (CUDA IPC handles)
   detach  {slot}                              close them
-  call    {slot, lib, scalars, [more]}      one launch on the attached buffers (then one on each
+  call    {slot, lib, scalars, [more], [mark]}
+                                              one launch on the attached buffers (then one on each
                                               slot in ``more``: a batch), timed with CUDA events on
                                               the harness stream and after a device-wide
                                               synchronize; the trusted side owns inputs and outputs,
-                                              and flushes the L2 itself before a timed call
-  arm     {slot, lib, scalars, more}          a chained window (verdict/chain.py) enqueued behind
+                                              and flushes the L2 itself before a timed call;
+                                              ``mark``: a key, the calls' completion mark
+                                              (verdict/completion.py) enqueued after them
+  arm     {slot, lib, scalars, more, [mark]}  a chained window (verdict/chain.py) enqueued behind
                                               the gate: every call's inputs drawn on the GPU, the
                                               first from the seed the trusted side writes into the
                                               shared gate page (init's ``gate_fd``), the others
                                               from a hash of the previous call's outputs; each call
-                                              between its own events.  Reply: rc, last_error,
+                                              between its own events, the mark of the last call
+                                              after them.  Reply: rc, last_error,
                                               ``complete`` (all enqueued before the reply)
   finish                                      the armed window awaited: a call's reply
   exit
@@ -37,6 +41,11 @@ INIT, PROBE, ATTACH, DETACH, CALL, ARM, FINISH, EXIT = (
 OPS = (INIT, PROBE, ATTACH, DETACH, CALL, ARM, FINISH, EXIT)
 #: the bytes of the gate's page, which the trusted side shares with a runner (``init``'s ``gate_fd``)
 GATE_PAGE_BYTES = 4096
+#: where in the gate's page a window's completion mark goes (verdict/completion.py): the key's
+#: 64-bit word, then the hash's
+MARK_OFFSET = 64
+#: the roles of the buffers a mark samples (verdict/completion.py's MARKED_ROLES)
+MARKED_ROLES = ("output", "inout")
 #: A reply line longer than this is a protocol violation (a probe reply is ~1 KiB).
 MAX_REPLY_BYTES = 1 << 16
 RUNNER_FILES = ("runner.py", "protocol.py", "cudart.py", "confine.py")

@@ -18,6 +18,7 @@ import ctypes  # noqa: E402
 import json
 import mmap
 import os
+import select
 import sys
 import threading
 from pathlib import Path
@@ -41,12 +42,19 @@ import protocol  # noqa: E402 - the copy next to this file, standard library onl
 
 #: the chain library's name in a job's libs (verdict/chain.py's CHAIN_LIB)
 CHAIN = "chain"
+#: the completion mark's library name in a job's libs (verdict/completion.py's MARK_LIB)
+MARK = "mark"
 #: ``arm`` replies once the chain is enqueued, or after this long if the enqueue still runs (a
 #: stream's queue of pending launches is bounded, and this one waits behind the gate until the
 #: trusted side, awaiting the reply, opens it); the rest is enqueued inside the window.  0.1 s, not 0.5: a
 #: launch that synchronizes (thrust with its own temporary storage) blocks behind the gate and cost
 #: every chained window the whole wait (suite v4: sort 2^20 ran out of a 25 s budget)
 ARM_REPLY_AFTER_S = 0.1
+#: how long the runner spins on its command pipe after a line (a wake-up line included) before it
+#: blocks: the trusted side wakes it before a window opens (harness.RunnerProcess.wake), so the
+#: window's command finds it running, not asleep (a kernel that kept the host's cores awake with
+#: spinner threads made its own wake-ups faster than the twin's: suite v4, x1.09-1.68)
+SPIN_S = 0.05
 SCALAR_CTYPES = {"int32": ctypes.c_int, "int64": ctypes.c_longlong,
                  "float32": ctypes.c_float, "float64": ctypes.c_double}
 
@@ -72,6 +80,7 @@ class Runner:
         self.sizes: dict[str, dict[str, int]] = {}     # slot -> buffer name -> bytes
         self.call_events: list[tuple[int, int]] = []   # a chained window's events, a pair a call
         self.links: dict[tuple[str, ...], list[Any]] = {}   # chained windows' argument lists, per slot list
+        self.marked: dict[tuple[str, ...], tuple[Any, Any, Any]] = {}   # the mark's buffers, per slot list
         self.launchers: dict[str, Any] = {}
         self.handles: dict[str, Any] = {}
         self.armed: dict[str, Any] | None = None       # the chained window enqueued by ``arm``
@@ -129,6 +138,8 @@ class Runner:
         self.sizes[str(msg["slot"])] = {str(buf["name"]): int(buf.get("nbytes", 0)) for buf in msg["buffers"]}
         for buf in msg["buffers"]:
             opened[str(buf["name"])] = self.rt.ipc_open(bytes.fromhex(buf["handle"]))
+        self.marked.clear()
+        self.load_mark()
         return {"ok": True}
 
     def detach(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -136,7 +147,37 @@ class Runner:
             self.rt.ipc_close(ptr)
         self.sizes.pop(str(msg["slot"]), None)
         self.links.clear()
+        self.marked.clear()
         return {"ok": True}
+
+    def load_mark(self) -> None:
+        """The completion mark's library (once; at the first ``attach``, outside any window)."""
+        if MARK not in self.handles and MARK in self.job["libs"] and (self.workdir / self.job["libs"][MARK]).exists():
+            self.handles[MARK] = ctypes.CDLL(str(self.workdir / self.job["libs"][MARK]), mode=ctypes.RTLD_LOCAL)
+            self.handles[MARK].evo_fsr_mark.restype = ctypes.c_int
+
+    def mark(self, msg: dict[str, Any], names: list[str]) -> None:
+        """The completion mark of a window (verdict/completion.py), enqueued after its calls: one
+        trusted kernel on the legacy default stream, behind ``end`` (recorded on the harness stream
+        after the last call), that hashes a keyed sample of the outputs of the slots ``names`` and
+        writes the hash and the command's key into the gate's page, where the trusted side waits
+        for them: the window ends there, not at this runner's reply."""
+        key = msg.get("mark")
+        if not key or not self.gate_word:
+            return
+        self.load_mark()
+        if MARK not in self.handles:
+            return                      # no mark: the window is timed to the reply
+        table = self.marked.get(tuple(names))
+        if table is None:
+            picked = [(str(name), a["name"]) for name in names for a in self.job["args"]
+                      if a["role"] in protocol.MARKED_ROLES]
+            ptrs = (ctypes.c_void_p * max(1, len(picked)))(*[self.slots[s][b] for s, b in picked])
+            nbytes = (ctypes.c_longlong * max(1, len(picked)))(*[self.sizes[s][b] for s, b in picked])
+            table = self.marked[tuple(names)] = (ptrs, nbytes, ctypes.c_int(len(picked)))
+        # no mark where it fails (the trusted side then times the window to this reply)
+        self.handles[MARK].evo_fsr_mark(ctypes.c_void_p(self.gate_word + protocol.MARK_OFFSET),
+                                        ctypes.c_ulonglong(int(key)), *table, ctypes.c_void_p(self.end))
 
     def chain_links(self, names: list[str]) -> list[Any]:
         """Per slot of a chained window (verdict/chain.py): its outputs (the link after its call
@@ -185,6 +226,8 @@ class Runner:
                 # pdl_overlaps_the_calls_of_a_batch); PDL inside one call is untouched
                 rt.event_record(self.between, stream)
         rt.event_record(self.end, stream)
+        if rc == 0:
+            self.mark(msg, [msg["slot"], *msg.get("more", [])])
         rt.device_synchronize()          # every stream of this context
         rt.event_record(self.end_all, stream)
         rt.stream_synchronize(stream)
@@ -245,6 +288,8 @@ class Runner:
                 if rc == 0 and i + 1 < len(calls):
                     rc = int(link(*links[i][0], *links[i + 1][1], ctypes.c_int(0), handle))
             rt.event_record(self.end, stream)
+            if rc == 0:
+                self.mark(msg, names[-1:])      # the other calls' outputs are hashed into the links
             return rc
 
         self.armed = {"calls": len(calls), "rc": 0, "steps": None, "error": None}
@@ -297,9 +342,46 @@ class Runner:
                 "event_ms": calls_ms, "event_all_ms": event_all_ms, "host_ms": (t1 - t0) * 1e3}
 
 
+class Commands:
+    """The command pipe's lines.  After each line it spins on the pipe for ``SPIN_S`` before it
+    blocks; an empty line is a wake-up (``harness.RunnerProcess.wake``), not a command."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.buffer = fd, b""
+        os.set_blocking(fd, False)
+
+    def __iter__(self) -> "Commands":
+        return self
+
+    def __next__(self) -> str:
+        while True:
+            line = self.line()
+            if line is None:
+                raise StopIteration
+            if line.strip():
+                return line
+
+    def line(self) -> str | None:
+        """The next line, or None at the pipe's end."""
+        spin_until = time.perf_counter() + SPIN_S
+        while b"\n" not in self.buffer:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                if time.perf_counter() > spin_until:
+                    select.select([self.fd], [], [])
+                    spin_until = time.perf_counter() + SPIN_S
+                continue
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line.decode()
+
+
 def main(argv: list[str]) -> int:
     workdir, cmd_fd, reply_fd = Path(argv[1]), int(argv[2]), int(argv[3])
-    commands = os.fdopen(cmd_fd, "r")
+    commands = Commands(cmd_fd)
     replies = os.fdopen(reply_fd, "w")
 
     def reply(msg: dict[str, Any], data: dict[str, Any]) -> None:
@@ -308,7 +390,7 @@ def main(argv: list[str]) -> int:
 
     # Python and the sandbox are up; CUDA starts with the first command, init
     python_ms = (time.perf_counter() - _STARTED) * 1e3
-    first = commands.readline()
+    first = next(commands, "")
     if not first:
         return 0
     t_cuda = time.perf_counter()

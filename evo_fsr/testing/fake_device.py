@@ -78,6 +78,9 @@ class SharedFileMemory:
     def copy(self, view: Any) -> Any:
         return np.array(view, copy=True)
 
+    def copy_into(self, out: Any, view: Any) -> None:
+        np.copyto(out, view)
+
     def synchronize(self) -> None: ...
 
     def flush_l2(self) -> None:

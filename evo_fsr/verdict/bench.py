@@ -36,6 +36,7 @@ from .memory import TrustedMemory
 from .profile import FUSABLE_FLOOR_MS, CallTimes, batch_size
 from .timed_window import call_error, timed_batch
 from .chain import CHAIN_CALLS, CHAIN_LIB, chained_inputs, drawn_inputs, eligible
+from .completion import MARK_LIB
 from .validate import check_call
 from .windows import interleaved_windows
 
@@ -109,7 +110,8 @@ class Workbench:
                  baseline_binary: Callable[[], bytes], clean_refresh: int, measure_library: bool,
                  policy: SandboxPolicy | None = None, gpu_shared: bool = False,
                  chain_binary: Callable[[], bytes] | None = None,
-                 chain_twin_binary: Callable[[], bytes] | None = None) -> None:
+                 chain_twin_binary: Callable[[], bytes] | None = None,
+                 mark_binary: Callable[[], bytes] | None = None) -> None:
         self.task, self.memory, self.policy = task, memory, policy
         #: before every timed window, the candidate's included: no other context's work on the GPU
         self.gate = IdleGate(memory.probe_ms, shared=gpu_shared)
@@ -118,6 +120,8 @@ class Workbench:
         self.chain_binary = chain_binary if chain_binary is not None and eligible(task) else None
         #: the fast seed whose runner (role ``chain_twin``) takes a chained shape's calibration
         self.chain_twin_binary = chain_twin_binary if self.chain_binary is not None else None
+        #: the completion mark's library (completion.py), in every runner's workdir
+        self.mark_binary = mark_binary
         self.clean_refresh, self.measure_library = clean_refresh, measure_library
         self._validation: dict[str, Slot] = {}
         self._shapes: dict[str, ShapeBench] = {}
@@ -158,7 +162,7 @@ class Workbench:
             binary = self.chain_twin_binary if role == "chain_twin" else self._baseline_binary
             assert binary is not None, "no chain twin: calibration_round takes the naive twin"
             (work / "baseline.so").write_bytes(binary())
-        self.write_chain(work)
+        self.write_runner_libs(work)
         for slot in slots:
             if slot.name not in self._attached[role]:
                 reply = runner.send(slot.attach_message(), 60)
@@ -167,8 +171,11 @@ class Workbench:
                 self._attached[role].add(slot.name)
         return runner
 
-    def write_chain(self, work: Path) -> None:
-        """The chain library in a runner's workdir, where a shape is chained (chain.py)."""
+    def write_runner_libs(self, work: Path) -> None:
+        """The trusted libraries in a runner's workdir: the completion mark's (completion.py), and
+        the chain library where a shape is chained (chain.py)."""
+        if self.mark_binary is not None and not (work / f"{MARK_LIB}.so").exists():
+            (work / f"{MARK_LIB}.so").write_bytes(self.mark_binary())
         if self.chain_binary is not None and not (work / f"{CHAIN_LIB}.so").exists() and any(
                 b.chained for b in self._shapes.values()):
             (work / f"{CHAIN_LIB}.so").write_bytes(self.chain_binary())

@@ -39,6 +39,7 @@ from .memory import TrustedMemory, make_memory
 from .profile import FUSABLE_FLOOR_MS
 from .roofline import speed_of_light_ms
 from .chain import CHAIN_LIB, chain_source
+from .completion import MARK_LIB, mark_source
 from .session import Session
 from .stages import Stages, Verdict
 
@@ -130,8 +131,8 @@ class Evaluator:
     def _job(self, lib: str) -> str:
         args = [{"name": a.name, "role": a.role, "dtype": a.dtype, "np_dtype": NP_DTYPES.get(a.dtype, "")}
                 for a in self.task.args]
-        return json.dumps({"args": args, "libs": {lib: f"{lib}.so", CHAIN_LIB: f"{CHAIN_LIB}.so"}, "device": 0,
-                           "runtime": self.config.device})
+        libs = {lib: f"{lib}.so", CHAIN_LIB: f"{CHAIN_LIB}.so", MARK_LIB: f"{MARK_LIB}.so"}
+        return json.dumps({"args": args, "libs": libs, "device": 0, "runtime": self.config.device})
 
     @property
     def bench(self) -> Workbench:
@@ -141,7 +142,8 @@ class Evaluator:
                                     self.config.clean_refresh, self.config.library, self.baseline_policy,
                                     gpu_shared=self.config.gpu_shared or gpu_idle.shared_from_env(),
                                     chain_binary=(lambda: self.chain.binary) if self.chain_windows else None,
-                                    chain_twin_binary=(lambda: self.chain_twin.binary) if self._chain_twin_source else None)
+                                    chain_twin_binary=(lambda: self.chain_twin.binary) if self._chain_twin_source else None,
+                                    mark_binary=lambda: self.mark.binary)
         return self._bench
 
     @property
@@ -185,6 +187,12 @@ class Evaluator:
         """The chain library (chain.py)."""
         return self._trusted_build("the chain library",
                                    lambda: chain_source(self.task, fake=self.config.device == "fake"))
+
+    @property
+    def mark(self) -> nvcc.CompileResult:
+        """The completion mark's library (completion.py)."""
+        return self._trusted_build("the completion mark's library",
+                                   lambda: mark_source(self.task, fake=self.config.device == "fake"))
 
     @property
     def _chain_twin_source(self) -> str:
@@ -245,7 +253,7 @@ class Evaluator:
         try:
             with stages.stage("prepare"):
                 (work / "candidate.so").write_bytes(compiled.binary)
-                bench.write_chain(work)
+                bench.write_runner_libs(work)
                 self.runners.keep_ahead(1)      # if none was started after the previous timing
 
             def respawn() -> RunnerProcess:
@@ -253,7 +261,7 @@ class Evaluator:
                 fresh_work, fresh = self.runners.take()
                 respawned.append((fresh_work, fresh))
                 (fresh_work / "candidate.so").write_bytes(compiled.binary)
-                bench.write_chain(fresh_work)
+                bench.write_runner_libs(fresh_work)
                 return fresh
 
             fresh_pool = self.config.fresh_pool_retime or os.environ.get(FRESH_POOL_ENV, "") == "1"

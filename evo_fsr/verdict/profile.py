@@ -71,10 +71,13 @@ class CallTimes:
     window_ms: float            # trusted: first input written .. trusted copy of the last outputs done
     calls: int = 1              # launches in the window
     # the window's parts on the trusted clock (0: not recorded), for diagnostics only, never
-    # credited: its start .. the inputs loaded and the L2 flushed; the command sent .. its reply
-    # read (the runner's host_ms is inside it); the rest is the copy of the outputs
+    # credited: its start .. the inputs loaded and the L2 flushed; the command sent .. the
+    # outputs copied after its completion mark (the reply read, where it had none)
     prep_ms: float = 0.0
     send_ms: float = 0.0
+    # the window ended at the calls' completion mark (completion.py); False: at the runner's
+    # reply (no mark, or one whose hash was not that of the outputs copied)
+    marked: bool = True
 
 
 @dataclass(frozen=True)

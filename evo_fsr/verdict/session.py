@@ -164,6 +164,9 @@ class Session(TimingStage):
         error = call_error(reply)
         if error is not None:
             raise Stop(Verdict(Status.CRASH, f"crash: {error} ({self.where})", "crash"))
+        if not times.marked:
+            # no completion mark that matched the outputs (completion.py): timed to the reply
+            self.stages.count("unmarked_windows")
         with self.stages.stage("library_check"):
             self._check_libraries()
         return times, captured

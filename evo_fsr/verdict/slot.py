@@ -87,9 +87,20 @@ class Slot:
         self.memory.synchronize()
         return taken
 
-    def take_outputs(self) -> dict[str, Any]:
-        """Private copies of the outputs (queued: the caller synchronizes)."""
-        return {a.name: self.memory.copy(self.views[a.name]) for a in self.task.args if a.role in OUTPUT_ROLES}
+    def take_outputs(self, into: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Private copies of the outputs (queued: the caller synchronizes), into the arrays of
+        ``output_places`` where given."""
+        if into is None:
+            return {a.name: self.memory.copy(self.views[a.name]) for a in self.task.args if a.role in OUTPUT_ROLES}
+        for name, out in into.items():
+            self.memory.copy_into(out, self.views[name])
+        return into
+
+    def output_places(self) -> dict[str, Any]:
+        """Empty private arrays for ``take_outputs(into=...)``, one per output."""
+        xp = self.memory.xp
+        return {a.name: xp.empty(self.views[a.name].shape, dtype=self.views[a.name].dtype)
+                for a in self.task.args if a.role in OUTPUT_ROLES}
 
     def take_inputs(self) -> dict[str, Any]:
         """Private copies of the read-only inputs as they are now, ``after:`` (queued)."""

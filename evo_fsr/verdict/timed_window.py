@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable
 
 from ..runner.harness import RunnerProcess
+from .completion import expected_hash, marked_outputs, new_key
 from .slot import Slot
 from .profile import CallTimes
 
@@ -52,6 +53,7 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     memory.synchronize()
     if gate is not None:
         gate()
+    runner.wake()                   # running, not asleep, when the command comes (runner.SPIN_S)
     start = time.perf_counter()
     for slot, values in zip(slots, inputs, strict=True):
         slot.load(values, wait=False)
@@ -59,10 +61,12 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
         memory.flush_l2()           # after the loads on the same stream; it waits
     else:
         memory.synchronize()
-    message: dict[str, Any] = {"op": "call", "slot": slots[0].name, "lib": lib, "scalars": slots[0].scalars}
+    key = new_key()
+    message: dict[str, Any] = {"op": "call", "slot": slots[0].name, "lib": lib, "scalars": slots[0].scalars,
+                               "mark": key}
     if len(slots) > 1:
         message["more"] = [slot.name for slot in slots[1:]]
-    return _close_window(runner, slots, message, start, timeout_s, copied_inside=len(slots))
+    return _close_window(runner, slots, message, start, timeout_s, copied_inside=len(slots), key=key)
 
 
 def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int, timeout_s: float,
@@ -87,8 +91,9 @@ def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int
         gate()
     memory.flush_l2()
     runner.set_gate(0)
+    key = new_key()
     message: dict[str, Any] = {"op": "arm", "slot": slots[0].name, "lib": lib, "scalars": slots[0].scalars,
-                               "more": [slot.name for slot in slots[1:]]}
+                               "more": [slot.name for slot in slots[1:]], "mark": key}
     armed = runner.send(message, timeout_s)
     runner.settle()                 # nothing of the runner's host runs as the window opens
     start = time.perf_counter()
@@ -98,35 +103,67 @@ def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int
     if not armed["complete"]:
         log.warning("a chained window of %d calls was not all enqueued within the arm's reply; the rest is "
                     "enqueued inside the window", len(slots))
-    return _close_window(runner, slots, {"op": "finish"}, start, timeout_s, copied_inside=1)
+    return _close_window(runner, slots, {"op": "finish"}, start, timeout_s, copied_inside=1, key=key)
 
 
 def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, Any], start: float, timeout_s: float,
-                  copied_inside: int) -> tuple[dict[str, Any], CallTimes | None, list[dict[str, Any]] | None]:
-    """Send the command that ends a window opened at ``start`` and await its reply; copy the last
-    ``copied_inside`` slots' outputs inside the window (a chained window's others after it: each
-    was hashed into the next call's inputs, so one changed after the hand-over is caught, and the
-    window holds no trusted work that grows with its calls), then every other output and every
-    input (``after:``) once the runner has settled."""
+                  copied_inside: int, key: int) -> tuple[dict[str, Any], CallTimes | None, list[dict[str, Any]] | None]:
+    """Send the command that ends a window opened at ``start``; the window ends once the calls'
+    completion mark of ``key`` (completion.py) is in the gate's page and the last
+    ``copied_inside`` slots' outputs, which it covers, are copied (a chained window's others
+    after it: each was hashed into the next call's inputs, so one changed after the hand-over is
+    caught, and the window holds no trusted work that grows with its calls).  The reply is read
+    after the window, then every other output and every input (``after:``) once the runner has
+    settled.  A window with no mark before the reply, or a mark whose hash is not that of the
+    outputs copied, is timed to the reply instead and its outputs copied again after it; and
+    outputs that changed after their copy (found by copying them once more once the runner has
+    settled) are taken from that copy, the window timed to it (``CallTimes.marked`` False)."""
     memory = slots[0].memory
+    inside = len(slots) - copied_inside
+    deadline = time.monotonic() + timeout_s
+    places = [slot.output_places() for slot in slots[inside:]]      # the copies' arrays, made before the command
     sent = time.perf_counter()
-    reply = runner.send(message, timeout_s)
-    replied = time.perf_counter()
+    command = runner.post(message)
+    digest = runner.await_mark(key, timeout_s)
+    marked = digest is not None
+    captured: list[dict[str, Any]] = []
+    ended = 0.0
+    if marked:
+        captured = [{} for _ in slots[:inside]] + [slot.take_outputs(into) for slot, into in zip(slots[inside:], places)]
+        memory.synchronize()
+        ended = time.perf_counter()
+    reply = runner.collect(command, max(0.0, deadline - time.monotonic()))
     if call_error(reply) is not None:
         return reply, None, None
-    inside = len(slots) - copied_inside
-    captured = [{} for _ in slots[:inside]] + [slot.take_outputs() for slot in slots[inside:]]
-    memory.synchronize()
-    window_ms = (time.perf_counter() - start) * 1e3
+    if marked and expected_hash(memory.xp, key, marked_outputs(slots[0].task, captured[inside:])) != digest:
+        marked = False
+    if not marked:
+        log.debug("a window of %d call(s) without its completion mark: timed to the reply", len(slots))
+        captured = [{} for _ in slots[:inside]] + [slot.take_outputs() for slot in slots[inside:]]
+        memory.synchronize()
+        ended = time.perf_counter()
     runner.settle()                 # stopped since its reply (harness.py): nothing of it runs from here on
+    again = [slot.take_outputs() for slot in slots[inside:]]
+    memory.synchronize()
+    if not all(_same_bytes(memory.xp, taken, later) for taken, later in zip(captured[inside:], again)):
+        log.debug("outputs changed after the window's copy: the window is timed to their copy once settled")
+        marked = False
+        captured[inside:] = again
+        ended = time.perf_counter()
     for taken, slot in zip(captured, slots):
         if not taken:
             taken.update(slot.take_outputs())
         taken.update(slot.take_inputs())
     memory.synchronize()
     return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
-                            window_ms, calls=len(slots), prep_ms=(sent - start) * 1e3,
-                            send_ms=(replied - sent) * 1e3), captured
+                            (ended - start) * 1e3, calls=len(slots), prep_ms=(sent - start) * 1e3,
+                            send_ms=(ended - sent) * 1e3, marked=marked), captured
+
+
+def _same_bytes(xp: Any, a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two copies of a slot's outputs hold the same bytes (NaNs included)."""
+    return all(bool(xp.array_equal(xp.ascontiguousarray(a[name]).reshape(-1).view(xp.uint8),
+                                   xp.ascontiguousarray(b[name]).reshape(-1).view(xp.uint8))) for name in a)
 
 
 def call_error(reply: dict[str, Any]) -> str | None:

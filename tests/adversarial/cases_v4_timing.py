@@ -133,13 +133,11 @@ static int adv_forged_elapsed(float* ms, void*, void*) {
         "when copied and checked, while the runner's post-launch Python and the trusted side's wake-up and "
         "copy issue (~100-200 us) now overlap the GPU work instead of following it. The window, and with it "
         "the window bound, sits that much below the twin's, whose runner replies after its work: a claim "
-        "that far under the real time is not charged",
+        "that far under the real time is not charged (H200, thirty-seventh session: x2.01-2.04 against the "
+        "honest x1.42). Closed in the thirty-eighth by the completion mark (verdict/completion.py): the window "
+        "ends when a trusted kernel queued after the calls has written a hash of their outputs into a page the "
+        "evaluator spins on, and the reply is read after the window (H200: x1.11, charged, against x1.43)",
         honest=MC_HONEST, evidence=("adv-early-reply:",), codes=RACED,
-        hole=("timed_window._close_window takes the reply as the end of the runner's work: the copy-out "
-              "that follows is ordered behind the candidate's GPU work only by time-slicing, so a runner "
-              "that replies with its calls still queued overlaps the trusted side's reply handling with "
-              "them, its window falls below the twin's by that overlap (profile.credited_ms subtracts the "
-              "twin's overhead), and a claim forged by as much stands uncharged"),
         unsound=BROKEN, x86_only=True)
 
 

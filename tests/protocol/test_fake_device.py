@@ -730,16 +730,16 @@ def test_a_shape_charged_twice_is_judged_against_a_fresh_pool_taken_with_its_run
     closed: list[int] = []
     alive_at_pool: list[bool] = []
     callers: list[int] = []         # the pid of each runner that ran a call of the candidate's library
-    real_close, real_send = harness.RunnerProcess.close, harness.RunnerProcess.send
+    real_close, real_post = harness.RunnerProcess.close, harness.RunnerProcess.post
 
     workdirs_at_pool: list[bool] = []
     first_workdir: list = []
 
-    def send(self, message, timeout_s):  # type: ignore[no-untyped-def]
+    def post(self, message):  # type: ignore[no-untyped-def]
         if message.get("op") == "call" and message.get("lib") == "candidate" and self.pid not in callers:
             callers.append(self.pid)
             first_workdir.append(self.workdir)
-        return real_send(self, message, timeout_s)
+        return real_post(self, message)
 
     def close(self, wait=True):  # type: ignore[no-untyped-def]
         if wait:
@@ -751,7 +751,7 @@ def test_a_shape_charged_twice_is_judged_against_a_fresh_pool_taken_with_its_run
         workdirs_at_pool.append(first_workdir[0].exists())
 
     monkeypatch.setattr(harness.RunnerProcess, "close", close)
-    monkeypatch.setattr(harness.RunnerProcess, "send", send)
+    monkeypatch.setattr(harness.RunnerProcess, "post", post)
     result = _judged_with_fresh_pool(evaluator, monkeypatch, before_pool)
     assert result.status is Status.OK, result.summary
     counters = dict(result.counters)
@@ -827,3 +827,18 @@ def test_no_call_reuses_the_universe_of_an_earlier_window(evaluator, monkeypatch
     shares = _known_shares(fixed)
     # each call mixes about half of each base set: after k calls, 1 - 2^-k of the next is known
     assert min(shares[-3:]) > 0.8, shares
+
+
+@pytest.mark.parametrize("which", ["evaluator", "batched", "chained"])
+def test_every_window_of_an_honest_kernel_ends_at_its_completion_mark(which, request):
+    """Fails if a runner does not write the completion mark after its calls (one call, a batch,
+    a chained window), or writes one the trusted side does not recompute from the outputs
+    (verdict/completion.py): such windows are timed to the reply and counted ``unmarked_windows``,
+    and the calibration's windows would be too."""
+    ev = request.getfixturevalue(which)
+    result = judge(ev, kernels.HONEST)
+    assert result.status is Status.OK, result.summary
+    counters = dict(result.counters)
+    assert counters["timed_calls"] > 0 and counters.get("unmarked_windows", 0) == 0, counters
+    bench = ev.bench.shape_bench(ev.bench_shapes[0])
+    assert bench.calibration and all(c.marked for c in bench.calibration)

@@ -15,6 +15,7 @@ PENDING_S = 0.08    # the "mix kernel" still queued when timed_batch is called
 
 class QueuedWorkMemory:
     """A device whose stream still holds PENDING_S of input making on the first synchronize."""
+    xp = __import__("numpy")
 
     def __init__(self) -> None:
         self.pending = True
@@ -42,7 +43,10 @@ class StubSlot:
         if wait:
             self.memory.synchronize()
 
-    def take_outputs(self) -> dict[str, Any]:
+    def output_places(self) -> dict[str, Any]:
+        return {}
+
+    def take_outputs(self, into: dict[str, Any] | None = None) -> dict[str, Any]:
         self.memory.events.append(f"outputs {self.name}")
         return {}
 
@@ -52,9 +56,18 @@ class StubSlot:
 
 
 class StubRunner:
+    """A runner that replies at once and writes no completion mark (the window is timed to the reply)."""
     settled = 0
 
-    def send(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def wake(self) -> None: ...
+
+    def post(self, message: dict[str, Any]) -> dict[str, Any]:
+        return message
+
+    def await_mark(self, key: int, timeout_s: float) -> int | None:
+        return None
+
+    def collect(self, command: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         return {"rc": 0, "last_error": 0, "event_ms": 0.5, "event_all_ms": 0.5, "host_ms": 0.6}
 
     def settle(self) -> bool:       # harness.RunnerProcess: wait until the stopped runner is still
