@@ -63,6 +63,9 @@ def test_work_on_another_stream_is_charged(conv: Evaluator) -> None:
     assert result.status is Status.OK, result.summary
     assert all(t.speedup < 1.25 for t in result.timings), [(t.shape_label, t.speedup) for t in result.timings]
     assert dict(result.counters).get("charged_shapes", 0) > 0
+    # the completion mark (verdict/completion.py) does not wait for a non-blocking stream never
+    # joined, so its hash is not that of the outputs copied: those windows are timed to the reply
+    assert dict(result.counters).get("unmarked_windows", 0) > 0, result.counters
 
 
 @pytest.mark.parametrize("task_name", discover())
