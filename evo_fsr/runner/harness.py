@@ -123,11 +123,6 @@ class RunnerProcess:
         """Write the gate's word: 0 closes it (before ``arm``), a seed opens it (the window)."""
         struct.pack_into("<Q", self.gate_page, 0, seed)
 
-    def mark(self) -> tuple[int, int]:
-        """The completion mark's words in the gate's page (verdict/completion.py): key, hash."""
-        key, digest = struct.unpack_from("<QQ", self.gate_page, MARK_OFFSET)
-        return int(key), int(digest)
-
     def await_mark(self, key: int, timeout_s: float) -> int | None:
         """Spin until the completion mark of ``key`` is in the gate's page and return its hash,
         read at once (verdict/completion.py: the hash is written before the key); None if a reply
@@ -237,7 +232,7 @@ class RunnerProcess:
 
     def wake(self) -> None:
         """Continue the runner and send it a wake-up line (no command): it spins on its command
-        pipe from then on (runner.SPIN_S), so a command sent soon after finds it running.  Before
+        pipe from then on (command_pipes.SPIN_S), so a command sent soon after finds it running.  Before
         a window opens, so that no runner's wake-up, honest or not, is inside it."""
         self.ready()
         self._continue()

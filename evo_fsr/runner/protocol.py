@@ -48,7 +48,7 @@ MARK_OFFSET = 64
 MARKED_ROLES = ("output", "inout")
 #: A reply line longer than this is a protocol violation (a probe reply is ~1 KiB).
 MAX_REPLY_BYTES = 1 << 16
-RUNNER_FILES = ("runner.py", "protocol.py", "cudart.py", "confine.py")
+RUNNER_FILES = ("runner.py", "protocol.py", "command_pipes.py", "cudart.py", "confine.py")
 
 
 class ProtocolError(Exception):

@@ -18,7 +18,6 @@ import ctypes  # noqa: E402
 import json
 import mmap
 import os
-import select
 import sys
 import threading
 from pathlib import Path
@@ -39,6 +38,7 @@ if __name__ == "__main__" and len(sys.argv) > 4:
 # --- end sandbox hook ---------------------------------------------------------------------------
 
 import protocol  # noqa: E402 - the copy next to this file, standard library only
+from command_pipes import Commands, Replies  # noqa: E402 - the copy next to this file, standard library only
 
 #: the chain library's name in a job's libs (verdict/chain.py's CHAIN_LIB)
 CHAIN = "chain"
@@ -50,11 +50,6 @@ MARK = "mark"
 #: launch that synchronizes (thrust with its own temporary storage) blocks behind the gate and cost
 #: every chained window the whole wait (suite v4: sort 2^20 ran out of a 25 s budget)
 ARM_REPLY_AFTER_S = 0.1
-#: how long the runner spins on its command pipe after a line (a wake-up line included) before it
-#: blocks: the trusted side wakes it before a window opens (harness.RunnerProcess.wake), so the
-#: window's command finds it running, not asleep (a kernel that kept the host's cores awake with
-#: spinner threads made its own wake-ups faster than the twin's: suite v4, x1.09-1.68)
-SPIN_S = 0.05
 SCALAR_CTYPES = {"int32": ctypes.c_int, "int64": ctypes.c_longlong,
                  "float32": ctypes.c_float, "float64": ctypes.c_double}
 
@@ -139,7 +134,7 @@ class Runner:
         for buf in msg["buffers"]:
             opened[str(buf["name"])] = self.rt.ipc_open(bytes.fromhex(buf["handle"]))
         self.marked.clear()
-        self.load_mark()
+        self.trusted_lib(MARK)           # loaded outside any window
         return {"ok": True}
 
     def detach(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -150,11 +145,15 @@ class Runner:
         self.marked.clear()
         return {"ok": True}
 
-    def load_mark(self) -> None:
-        """The completion mark's library (once; at the first ``attach``, outside any window)."""
-        if MARK not in self.handles and MARK in self.job["libs"] and (self.workdir / self.job["libs"][MARK]).exists():
-            self.handles[MARK] = ctypes.CDLL(str(self.workdir / self.job["libs"][MARK]), mode=ctypes.RTLD_LOCAL)
-            self.handles[MARK].evo_fsr_mark.restype = ctypes.c_int
+    def trusted_lib(self, name: str) -> Any:
+        """A trusted library of the job (the chain's, the mark's), loaded once; None where its
+        file is not in the workdir."""
+        if name not in self.handles:
+            path = self.workdir / self.job["libs"].get(name, f"{name}.so")
+            if not path.exists():
+                return None
+            self.handles[name] = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+        return self.handles[name]
 
     def mark(self, msg: dict[str, Any], names: list[str]) -> None:
         """The completion mark of a window (verdict/completion.py), enqueued after its calls: one
@@ -165,8 +164,8 @@ class Runner:
         key = msg.get("mark")
         if not key or not self.gate_word:
             return
-        self.load_mark()
-        if MARK not in self.handles:
+        lib = self.trusted_lib(MARK)
+        if lib is None:
             return                      # no mark: the window is timed to the reply
         table = self.marked.get(tuple(names))
         if table is None:
@@ -176,8 +175,8 @@ class Runner:
             nbytes = (ctypes.c_longlong * max(1, len(picked)))(*[self.sizes[s][b] for s, b in picked])
             table = self.marked[tuple(names)] = (ptrs, nbytes, ctypes.c_int(len(picked)))
         # no mark where it fails (the trusted side then times the window to this reply)
-        self.handles[MARK].evo_fsr_mark(ctypes.c_void_p(self.gate_word + protocol.MARK_OFFSET),
-                                        ctypes.c_ulonglong(int(key)), *table, ctypes.c_void_p(self.end))
+        lib.evo_fsr_mark(ctypes.c_void_p(self.gate_word + protocol.MARK_OFFSET), ctypes.c_ulonglong(int(key)),
+                         *table, ctypes.c_void_p(self.end))
 
     def chain_links(self, names: list[str]) -> list[Any]:
         """Per slot of a chained window (verdict/chain.py): its outputs (the link after its call
@@ -185,8 +184,8 @@ class Runner:
         library's arguments ready to pass (pointer and byte arrays made before the window opens)."""
         if tuple(names) in self.links:
             return self.links[tuple(names)]
-        if CHAIN not in self.handles:
-            self.handles[CHAIN] = ctypes.CDLL(str(self.workdir / self.job["libs"][CHAIN]), mode=ctypes.RTLD_LOCAL)
+        if self.trusted_lib(CHAIN) is None:
+            raise OSError(f"no {self.job['libs'][CHAIN]} in the runner's workdir")
         links = []
         for name in names:
             buffers, sizes = self.slots[str(name)], self.sizes[str(name)]
@@ -342,51 +341,10 @@ class Runner:
                 "event_ms": calls_ms, "event_all_ms": event_all_ms, "host_ms": (t1 - t0) * 1e3}
 
 
-class Commands:
-    """The command pipe's lines.  After each line it spins on the pipe for ``SPIN_S`` before it
-    blocks; an empty line is a wake-up (``harness.RunnerProcess.wake``), not a command."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.buffer = fd, b""
-        os.set_blocking(fd, False)
-
-    def __iter__(self) -> "Commands":
-        return self
-
-    def __next__(self) -> str:
-        while True:
-            line = self.line()
-            if line is None:
-                raise StopIteration
-            if line.strip():
-                return line
-
-    def line(self) -> str | None:
-        """The next line, or None at the pipe's end."""
-        spin_until = time.perf_counter() + SPIN_S
-        while b"\n" not in self.buffer:
-            try:
-                chunk = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                if time.perf_counter() > spin_until:
-                    select.select([self.fd], [], [])
-                    spin_until = time.perf_counter() + SPIN_S
-                continue
-            if not chunk:
-                return None
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return line.decode()
-
-
 def main(argv: list[str]) -> int:
     workdir, cmd_fd, reply_fd = Path(argv[1]), int(argv[2]), int(argv[3])
-    commands = Commands(cmd_fd)
-    replies = os.fdopen(reply_fd, "w")
-
-    def reply(msg: dict[str, Any], data: dict[str, Any]) -> None:
-        replies.write(json.dumps({"op": msg.get("op"), "id": msg.get("id"), **data}) + "\n")
-        replies.flush()
+    commands, replies = Commands(cmd_fd), Replies(reply_fd)
+    reply = replies.send
 
     # Python and the sandbox are up; CUDA starts with the first command, init
     python_ms = (time.perf_counter() - _STARTED) * 1e3
@@ -418,19 +376,7 @@ def main(argv: list[str]) -> int:
         if op not in (protocol.PROBE, protocol.ATTACH, protocol.DETACH, protocol.CALL, protocol.ARM, protocol.FINISH):
             reply(msg, {"error": f"unknown op {op!r}"})
             return 5
-        replied = threading.Event()
-        lock = threading.Lock()
-
-        def reply_once(data: dict[str, Any], msg: dict[str, Any] = msg, replied: threading.Event = replied,
-                       lock: threading.Lock = lock) -> bool:
-            """Reply unless already replied (``arm``'s timer and its thread race); True if it did."""
-            with lock:
-                if replied.is_set():
-                    return False
-                replied.set()
-                reply(msg, data)
-                return True
-
+        reply_once = replies.once(msg)
         try:
             if op == protocol.ARM:
                 runner.arm(msg, reply_once)

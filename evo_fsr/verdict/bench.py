@@ -325,6 +325,9 @@ class Workbench:
         who = f"chain twin ({self.task.chain_twin or 'configured'} seed)" if bench.fast_twin else "naive seed's twin"
         if call is None or captured is None:
             raise RuntimeError(f"the {who} failed on {bench.shape.label}: {call_error(reply)}")
+        if not call.marked:
+            log.warning("a window of the %s on %s had no completion mark that matched its outputs "
+                        "(completion.py): it is timed to the reply, and the calibration with it", who, bench.shape.label)
         mapped_files(twin.pid)          # as the candidate's memory map is read after each call
         xp = self.memory.xp
         if chain_seed is not None:

@@ -51,26 +51,23 @@ import secrets
 from typing import Any, Sequence
 
 from ..tasks import Task
-from .chain import _MASK64, _mix     # the chain links' 64-bit finalizer, the same in the mark's C
+from ..runner.protocol import MARKED_ROLES
+from .chain import _COMMON as _CHAIN_COMMON, _GOLD_IN, _GOLD_OUT, _MASK64, _mix   # the chain links' mix
 
 #: the library's name in a runner's job (``mark.so`` in its workdir)
 MARK_LIB = "mark"
 #: output words sampled per buffer (every word of a smaller buffer)
 SAMPLES = 512
-#: the roles of the buffers a mark samples (the runner's job lists them in the task's order)
-MARKED_ROLES = ("output", "inout")
 #: output buffers a mark covers (a window's calls times the task's outputs); beyond, the last ones
 MAX_BUFFERS = 64
 
-_G_PLACE = 0x9E3779B97F4A7C15
-_G_DRAW = 0xD1B54A32D192ED03
+_G_PLACE, _G_DRAW = _GOLD_OUT, _GOLD_IN
 
-_COMMON = r"""
-#define EVO_FSR_MARK_MIX(x) (x ^= x >> 30, x *= 0xBF58476D1CE4E5B9ULL, x ^= x >> 27, x *= 0x94D049BB133111EBULL, x ^= x >> 31)
+_COMMON = _CHAIN_COMMON + r"""
 #define EVO_FSR_MARK_SAMPLES %SAMPLES%LL
 #define EVO_FSR_MARK_BUFFERS %BUFFERS%
-#define EVO_FSR_MARK_PLACE 0x9E3779B97F4A7C15ULL
-#define EVO_FSR_MARK_DRAW 0xD1B54A32D192ED03ULL
+#define EVO_FSR_MARK_PLACE %PLACE%ULL
+#define EVO_FSR_MARK_DRAW %DRAW%ULL
 """
 
 # the sample's j-th word of buffer ``id`` (1-based) of ``words`` words, and its term of the hash;
@@ -81,15 +78,15 @@ static HD unsigned long long evo_fsr_mark_place(unsigned long long key, unsigned
     if (words <= EVO_FSR_MARK_SAMPLES || j == 0) return (unsigned long long)j;
     if (j == 1) return (unsigned long long)(words - 1);
     unsigned long long x = key + id * EVO_FSR_MARK_DRAW + (unsigned long long)j;
-    EVO_FSR_MARK_MIX(x);
+    EVO_FSR_MIX(x);
     return x % (unsigned long long)words;
 }
 static HD unsigned long long evo_fsr_mark_term(unsigned long long key, unsigned long long id, unsigned long long place,
                                                unsigned word) {
     unsigned long long p = (place + id * EVO_FSR_MARK_PLACE) ^ key;
-    EVO_FSR_MARK_MIX(p);
+    EVO_FSR_MIX(p);
     p ^= (unsigned long long)word;
-    EVO_FSR_MARK_MIX(p);
+    EVO_FSR_MIX(p);
     return p;
 }
 """
@@ -191,7 +188,8 @@ def mark_source(task: Task, fake: bool = False) -> str:
     """The mark library's source: CUDA (compiled like the naive seed, the task header prepended,
     so it carries a ``launch`` of the task's signature, never called), or host C for the fake
     device."""
-    fill = {"%SAMPLES%": str(SAMPLES), "%BUFFERS%": str(MAX_BUFFERS)}
+    fill = {"%SAMPLES%": str(SAMPLES), "%BUFFERS%": str(MAX_BUFFERS), "%PLACE%": hex(_G_PLACE),
+            "%DRAW%": hex(_G_DRAW)}
     source = _HOST if fake else _CUDA
     for token, value in fill.items():
         source = source.replace(token, value)

@@ -53,7 +53,7 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     memory.synchronize()
     if gate is not None:
         gate()
-    runner.wake()                   # running, not asleep, when the command comes (runner.SPIN_S)
+    runner.wake()                   # running, not asleep, when the command comes (command_pipes.SPIN_S)
     start = time.perf_counter()
     for slot, values in zip(slots, inputs, strict=True):
         slot.load(values, wait=False)
