@@ -81,12 +81,18 @@ tests)
     # (twenty-second session: six tests failed to create a CUDA context)
     nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader -l 5 > "$out/memory.csv" 2>/dev/null &
     smi=$!
+    # and how many processes hold a CUDA context (each costs GPU memory of its own; the
+    # thirty-eighth session saw 43 context failures at a lower peak of memory than 13 had)
+    while :; do nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | wc -l; sleep 2; done \
+        > "$out/contexts.csv" &
+    ctx=$!
     # and the host's: in the twenty-third session five tests failed in cudaSetDevice with out of
     # memory while the GPU's memory peaked at 56 of 143 GB
     while :; do free -m | awk '/^Mem:/ {print $3 " MiB, " $2 " MiB"}'; sleep 5; done > "$out/host_memory.csv" 2>/dev/null &
     host=$!
-    wait $(jobs -p | grep -vE "^($smi|$host)\$")
-    kill "$smi" "$host" 2>/dev/null
+    wait $(jobs -p | grep -vE "^($smi|$host|$ctx)\$")
+    kill "$smi" "$host" "$ctx" 2>/dev/null
+    echo "processes with a CUDA context at most: $(sort -n "$out/contexts.csv" | tail -n 1)"
     echo "GPU memory used at most: $(sort -n "$out/memory.csv" | tail -n 1)"
     echo "host memory used at most: $(sort -n "$out/host_memory.csv" | tail -n 1)"
     for log in "$out"/t_*.log; do echo "-- $(basename "$log")"; grep -E "^(FAILED|ERROR)" "$log" | head -n 5; tail -n 1 "$log"; done
