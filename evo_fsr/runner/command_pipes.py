@@ -14,6 +14,10 @@ from typing import Any, Callable
 #: window's command finds it running, not asleep
 SPIN_S = 0.05
 
+#: on a machine of few cores (CI's two) a spin takes the core that the process it waits for needs;
+#: there every spin step yields the core first (a GPU host's spare cores keep the pure spin)
+FEW_CORES = (os.cpu_count() or 1) <= 4
+
 
 class Commands:
     """The command pipe's lines.  After each line it spins on the pipe for ``SPIN_S`` before it
@@ -41,6 +45,8 @@ class Commands:
             try:
                 chunk = os.read(self.fd, 1 << 16)
             except BlockingIOError:
+                if FEW_CORES:
+                    os.sched_yield()
                 if time.perf_counter() > spin_until:
                     select.select([self.fd], [], [])
                     spin_until = time.perf_counter() + SPIN_S
@@ -77,4 +83,4 @@ class Replies:
         return reply_once
 
 
-__all__ = ["Commands", "Replies", "SPIN_S"]
+__all__ = ["Commands", "FEW_CORES", "Replies", "SPIN_S"]

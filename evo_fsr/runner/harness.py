@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol
+from .command_pipes import FEW_CORES
 from .protocol import GATE_PAGE_BYTES, MARK_OFFSET, MAX_REPLY_BYTES, RUNNER_FILES, ProtocolError
 from .sandbox import (SandboxPolicy, confine_policy, kill_group, report_confinement,
                       spawn_sandboxed)
@@ -136,6 +137,8 @@ class RunnerProcess:
             if seen == key:
                 return int(digest)
             spins += 1
+            if FEW_CORES:
+                os.sched_yield()
             if spins & 31 == 0:
                 if self._buffer or select.select([reply_fd], [], [], 0)[0]:
                     seen, digest = struct.unpack_from("<QQ", page, MARK_OFFSET)
