@@ -52,10 +52,7 @@ FAMILIES: dict[tuple[str, str], tuple[list[dict[str, str]], list[dict[str, int]]
                                    {"TILE": "16", "BLOCK_ROWS": "4", "ALIGN_Y": "8", "SKINNY_MAX": "0"},
                                    {"TILE": "64", "BLOCK_ROWS": "4", "ALIGN_Y": "32", "TILE_R": "128",
                                     "SKINNY_MAX": "32"},
-                                   {"TILE": "16", "BLOCK_ROWS": "8", "TILE_R": "64"},
-                                   # strip_pipe: 32 KB of dynamic shared memory, then 64 KB (opt-in)
-                                   {"STRIP_PIPE": "1"},
-                                   {"STRIP_PIPE": "1", "STRIP_ITEMS": "32", "SKINNY_MAX": "128"}],
+                                   {"TILE": "16", "BLOCK_ROWS": "8", "TILE_R": "64"}],
                                   [{"rows": 100003, "cols": 33}, {"rows": 33, "cols": 100003},
                                    {"rows": 5000, "cols": 128}, {"rows": 129, "cols": 4099},
                                    {"rows": 1234, "cols": 679}, {"rows": 4098, "cols": 1030}]),

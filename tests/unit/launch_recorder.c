@@ -90,12 +90,6 @@ int cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, const vo
     return 0;
 }
 
-/* a kernel's opt-in to more dynamic shared memory (transpose's strip_pipe at STRIP_ITEMS 32) */
-int cudaFuncSetAttribute(const void* func, int attr, int value) {
-    (void)func; (void)attr; (void)value;
-    return 0;
-}
-
 int cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* func, int threads, size_t smem) {
     return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, func, threads, smem, 0);
 }

@@ -54,11 +54,6 @@
 //          multiple of 8 where possible, so with 32-byte-aligned y and rows a multiple of 8 every
 //          y segment is whole sectors; a segment's partial end sectors are shared only with the
 //          neighbouring strip (the next block index, same wave).
-//   strip_pipe: the strip2 geometry (STRIP_PIPE 1, STRIP_ITEMS > 0) in a persistent grid of the
-//          resident blocks, each looping over its strips with two shared buffers: the next strip's
-//          loads go straight to shared memory (cp.async, 4 bytes each: any 4-byte alignment) while
-//          the block stores the current one, so a block's loads and stores overlap instead of
-//          alternating (strip2: all loads, barrier, all stores, next block).
 // The result is a permutation: values are moved, never computed. Indices are 64-bit.
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -71,7 +66,6 @@
 #define ALIGN_Y 8          // knob: 1 8 32
 #define TILE_R 0           // knob: 0 32 64 128
 #define STRIP_ITEMS 16     // knob: 0 16 32
-#define STRIP_PIPE 0       // knob: 0 1
 // Knob constraints (evo_fsr/knobs.py), enforced by the static_asserts below:
 // constraint: BLOCK_ROWS <= TILE
 // constraint: TILE * BLOCK_ROWS <= 1024
@@ -287,126 +281,29 @@ transpose_strip2(const float* __restrict__ x, float* __restrict__ y, int rows, i
     }
 }
 
-// strip_pipe: one 4-byte asynchronous copy global -> shared (sm_80+), its group committed and
-// awaited below; the element never passes through a register.
-__device__ __forceinline__ void cp_async4(float* dst, const float* src) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
-
-// Strip t of strip_pipe's geometry: x[r0 .. r0+nr, c0 .. c0+nc), tile_r x tile_c clipped.
-struct StripAt {
-    int r0, c0, nr, nc, pitch;
-    __device__ StripAt(int t, int rows, int cols, int tile_r, int tile_c, int tiles_c) {
-        const int tr = (int)((unsigned)t / (unsigned)tiles_c), tc = (int)((unsigned)t % (unsigned)tiles_c);
-        r0 = tr * tile_r;
-        c0 = tc * tile_c;
-        nr = min(tile_r, rows - r0);
-        nc = min(tile_c, cols - c0);
-        pitch = nc | 1;                   // odd: column reads are conflict-free
-    }
-};
-
-// The loads of one strip into buf (strip2's order: k -> (r, c) = divmod(k, nc) by carries).
-__device__ __forceinline__ void strip_pipe_load(const float* __restrict__ x, float* buf, const StripAt& st, int cols) {
-    const float* __restrict__ xs = x + (long long)st.r0 * cols + st.c0;
-    int r = (int)threadIdx.x / st.nc, c = (int)threadIdx.x % st.nc;
-    const int dr = STRIP2_THREADS / st.nc, dc = STRIP2_THREADS % st.nc;
-#pragma unroll
-    for (int i = 0; i < STRIP2_ITEMS; ++i) {
-        if (r < st.nr) cp_async4(buf + r * st.pitch + c, xs + (long long)r * cols + c);
-        r += dr;
-        c += dc;
-        if (c >= st.nc) { c -= st.nc; ++r; }
-    }
-}
-
-// Block b moves strips b, b + gridDim.x, ... (tiles in all); the loads of strip i + 1 are in
-// flight while strip i is stored. Every thread commits one group an iteration (empty past the
-// last strip), so "all but the newest group done" is always the current strip's loads.
-__global__ void __launch_bounds__(STRIP2_THREADS)
-transpose_strip_pipe(const float* __restrict__ x, float* __restrict__ y, int rows, int cols, int tile_r,
-                     int tile_c, int tiles_c, int tiles) {
-    extern __shared__ float s_pipe[];        // STRIP_PIPE_BYTES: two buffers of STRIP2_FLOATS
-    int t = (int)blockIdx.x;
-    if (t >= tiles) return;
-    strip_pipe_load(x, s_pipe, StripAt(t, rows, cols, tile_r, tile_c, tiles_c), cols);
-    cp_async_commit();
-    for (int buf = 0; t < tiles; t += (int)gridDim.x, buf ^= 1) {
-        const int next = t + (int)gridDim.x;
-        if (next < tiles) strip_pipe_load(x, s_pipe + (buf ^ 1) * STRIP2_FLOATS, StripAt(next, rows, cols, tile_r, tile_c, tiles_c), cols);
-        cp_async_commit();
-        cp_async_wait_one();
-        __syncthreads();                  // strip t's words, every thread's, are in buffer buf
-        const StripAt st(t, rows, cols, tile_r, tile_c, tiles_c);
-        const float* sb = s_pipe + buf * STRIP2_FLOATS;
-        float* __restrict__ ys = y + (long long)st.c0 * rows + st.r0;
-        int c = (int)threadIdx.x / st.nr, r = (int)threadIdx.x % st.nr;
-        const int dc = STRIP2_THREADS / st.nr, dr = STRIP2_THREADS % st.nr;
-#pragma unroll
-        for (int i = 0; i < STRIP2_ITEMS; ++i) {
-            if (c < st.nc) ys[(long long)c * rows + r] = sb[r * st.pitch + c];
-            c += dc;
-            r += dr;
-            if (r >= st.nr) { r -= st.nr; ++c; }
-        }
-        __syncthreads();                  // buffer buf read by all before strip t + 2 is loaded into it
-    }
-}
-
-// strip_pipe's dynamic shared memory: 32 KB at STRIP_ITEMS 16, 64 KB (opted in above the
-// 48 KB default, set per device below) at 32.
-#define STRIP_PIPE_BYTES (2 * STRIP2_FLOATS * 4)
-
-// Blocks of `kernel` (STRIP2_THREADS threads, `smem` bytes of dynamic shared memory, which it is
-// allowed first) resident on the current device (SMs x occupancy), cached per device by the caller.
-template <typename Kernel>
-static int resident_blocks(Kernel kernel, int smem, int* cached_dev, int* cached) {
+// Blocks of transpose_strip2 resident on the current device (SMs x occupancy), cached per device.
+static int strip2_resident() {
+    static int cached_dev = -1, cached = 0;
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) {
         cudaGetLastError();
         return 132;
     }
-    if (dev != *cached_dev) {
+    if (dev != cached_dev) {
         int sms = 0, fit = 0;
         if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) {
             cudaGetLastError();
             sms = 132;
         }
-        if (smem > 48 * 1024 && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)
-            != cudaSuccess) {
-            cudaGetLastError();
-        }
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, STRIP2_THREADS, smem) != cudaSuccess
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, transpose_strip2, STRIP2_THREADS, 0) != cudaSuccess
             || fit < 1) {
             cudaGetLastError();               // not left as the call's last error
             fit = 1;
         }
-        *cached = sms * fit;
-        *cached_dev = dev;
+        cached = sms * fit;
+        cached_dev = dev;
     }
-    return *cached;
-}
-
-// Blocks of transpose_strip2 (or, at STRIP_PIPE 1, transpose_strip_pipe) resident on the device.
-static int strip2_resident() {
-    static int cached_dev = -1, cached = 0;
-    if (STRIP_PIPE) return resident_blocks(transpose_strip_pipe, STRIP_PIPE_BYTES, &cached_dev, &cached);
-    return resident_blocks(transpose_strip2, 0, &cached_dev, &cached);
-}
-
-// strip2's launch, or strip_pipe's persistent grid over the same strips (min(resident, tiles)).
-static void launch_strips(const float* x, float* y, int rows, int cols, int tile_r, int tile_c, long long tiles_c,
-                          long long tiles, long long resident, cudaStream_t stream) {
-    if (STRIP_PIPE) {
-        const long long grid = tiles < resident ? tiles : resident;
-        transpose_strip_pipe<<<(unsigned)grid, STRIP2_THREADS, STRIP_PIPE_BYTES, stream>>>(
-            x, y, rows, cols, tile_r, tile_c, (int)tiles_c, (int)tiles);
-    } else {
-        transpose_strip2<<<(unsigned)tiles, STRIP2_THREADS, 0, stream>>>(x, y, rows, cols, tile_r, tile_c, (int)tiles_c);
-    }
+    return cached;
 }
 
 // Strip length for `extent` rows (or columns) in strips of at most rmax: the fewest waves of
@@ -431,13 +328,13 @@ extern "C" int launch(const float* x, float* y, int rows, int cols, cudaStream_t
         if (narrow) {                         // R whole rows: R * (cols | 1) <= STRIP2_FLOATS
             const int R = strip_length(rows, STRIP2_FLOATS / (cols | 1), resident);
             const long long blocks = ((long long)rows + R - 1) / R;
-            launch_strips(x, y, rows, cols, R, cols, 1, blocks, resident, stream);
+            transpose_strip2<<<(unsigned)blocks, STRIP2_THREADS, 0, stream>>>(x, y, rows, cols, R, cols, 1);
         } else {                              // R whole columns: rows * (R | 1) <= STRIP2_FLOATS
             int rmax = STRIP2_FLOATS / rows;
             if ((rmax | 1) > STRIP2_FLOATS / rows) --rmax;
             const int R = strip_length(cols, rmax, resident);   // R <= rmax: (R | 1) <= (rmax | 1) or R < rmax
             const long long blocks = ((long long)cols + R - 1) / R;
-            launch_strips(x, y, rows, cols, rows, R, blocks, blocks, resident, stream);
+            transpose_strip2<<<(unsigned)blocks, STRIP2_THREADS, 0, stream>>>(x, y, rows, cols, rows, R, (int)blocks);
         }
     } else if (narrow) {                      // strips of R whole rows: R * (cols | 1) <= STRIP_FLOATS
         const int R = STRIP_FLOATS / (cols | 1);
