@@ -122,16 +122,19 @@ def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, A
     inside = len(slots) - copied_inside
     deadline = time.monotonic() + timeout_s
     places = [slot.output_places() for slot in slots[inside:]]      # the copies' arrays, made before the command
+
+    def copy_out(into: list[dict[str, Any]] | list[None]) -> tuple[list[dict[str, Any]], float]:
+        """The last ``copied_inside`` slots' outputs copied (into ``into``'s arrays where given),
+        awaited, and the moment they were."""
+        taken = [{} for _ in slots[:inside]] + [slot.take_outputs(i) for slot, i in zip(slots[inside:], into)]
+        memory.synchronize()
+        return taken, time.perf_counter()
+
     sent = time.perf_counter()
     command = runner.post(message)
     digest = runner.await_mark(key, timeout_s)
     marked = digest is not None
-    captured: list[dict[str, Any]] = []
-    ended = 0.0
-    if marked:
-        captured = [{} for _ in slots[:inside]] + [slot.take_outputs(into) for slot, into in zip(slots[inside:], places)]
-        memory.synchronize()
-        ended = time.perf_counter()
+    captured, ended = copy_out(places) if marked else ([], 0.0)
     reply = runner.collect(command, max(0.0, deadline - time.monotonic()))
     if call_error(reply) is not None:
         return reply, None, None
@@ -139,9 +142,7 @@ def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, A
         marked = False
     if not marked:
         log.debug("a window of %d call(s) without its completion mark: timed to the reply", len(slots))
-        captured = [{} for _ in slots[:inside]] + [slot.take_outputs() for slot in slots[inside:]]
-        memory.synchronize()
-        ended = time.perf_counter()
+        captured, ended = copy_out([None] * copied_inside)
     runner.settle()                 # stopped since its reply (harness.py): nothing of it runs from here on
     again = [slot.take_outputs() for slot in slots[inside:]]
     memory.synchronize()
