@@ -170,7 +170,9 @@ extern "C" int launch(const float* x, const float* w, float* y, int N, int C, in
         Case("fp16_math", "output", variant(
             prelude="#include <cuda_fp16.h>\n",
             product="                acc += __half2float(__float2half(x[(((long long)n * C + c) * H + h) * W + wi]) * "
-                    "__float2half(w[((k * C + c) * R + r) * S + s]));\n"), Status.WRONG, "wrong:tolerance"),
+                    "__float2half(w[((k * C + c) * R + r) * S + s]));\n"), Status.COMPILE_ERROR, "compile_error:task-rule",
+             note="half products (mul.f16): refused before it runs by conv2d's fp32_strict PTX rule "
+                  "(verdict/task_rules.py); it read wrong:tolerance before that rule"),
         Case("tf32_math", "output", variant(
             prelude="__device__ __forceinline__ float tf32(float v) { return __uint_as_float(__float_as_uint(v) & 0xffffe000u); }\n",
             product="                acc += tf32(x[(((long long)n * C + c) * H + h) * W + wi]) * "

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from evo_fsr.verdict import compile as nvcc
+from evo_fsr.verdict import task_rules
 from evo_fsr.runner import sandbox
 from evo_fsr.runner.sandbox import SandboxPolicy, confine_policy, run_sandboxed, spawn_sandboxed
 from evo_fsr.tasks import get_task
@@ -108,6 +109,12 @@ def test_every_gpu_case_compiles(ctx: adv.Context) -> None:
         shutil.rmtree(cache, ignore_errors=True)
     bad = {name: r.log[:400] for name, r in results.items() if not r.ok}
     assert not bad, bad
+    # the task rules run on the compiled candidate before it runs: a case expected to get that far
+    # must pass them, and one expected to be refused by them must be (fp16_math was expected wrong
+    # on the GPU after the fp32_strict rule had started refusing it at compile time)
+    expected = {c.name: c.rejection == task_rules.REASON for c in gpu_cases}
+    refused = {name: task_rules.forbidden_instruction(task, r) is not None for name, r in results.items()}
+    assert refused == expected, {n: (refused[n], expected[n]) for n in expected if refused[n] != expected[n]}
 
 
 def test_suite_covers_the_issue() -> None:
