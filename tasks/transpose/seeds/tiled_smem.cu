@@ -65,7 +65,7 @@
 #define SKINNY_MAX 64      // knob: 0 32 64 128
 #define ALIGN_Y 8          // knob: 1 8 32
 #define TILE_R 0           // knob: 0 32 64 128
-#define STRIP_ITEMS 16     // knob: 0 16 32
+#define STRIP_ITEMS 32     // knob: 0 16 32
 // Knob constraints (evo_fsr/knobs.py), enforced by the static_asserts below:
 // constraint: BLOCK_ROWS <= TILE
 // constraint: TILE * BLOCK_ROWS <= 1024
