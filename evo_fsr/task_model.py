@@ -119,10 +119,6 @@ class Task:
     # the seed whose runner takes the calibration windows of a chained shape (verdict/chain.py):
     # a fast one, whose calls are as long as a good candidate's ("": the naive seed)
     chain_twin: str = ""
-    # the seed whose runner takes the calibration windows of the task's other shapes (bench.py,
-    # ``ShapeBench.twin_role``): a fast one, where a good candidate's window overhead runs below
-    # the naive seed's ("": the naive seed)
-    calibration_twin: str = ""
     _module: list[ModuleType] = field(default_factory=list, compare=False, repr=False)
 
     # -- contract -----------------------------------------------------------------------
@@ -210,11 +206,6 @@ class Task:
     def chain_twin_source(self) -> str | None:
         """The ``chain_twin`` seed's source (None: none declared)."""
         return (self.root / "seeds" / f"{self.chain_twin}.cu").read_text() if self.chain_twin else None
-
-    @property
-    def calibration_twin_source(self) -> str | None:
-        """The ``calibration_twin`` seed's source (None: none declared)."""
-        return (self.root / "seeds" / f"{self.calibration_twin}.cu").read_text() if self.calibration_twin else None
 
     @property
     def reference_module(self) -> ModuleType:

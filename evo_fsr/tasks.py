@@ -32,8 +32,7 @@ TASKS_PATH_ENV = "EVO_FSR_TASKS_PATH"
 
 _TOP_KEYS = {"name", "description", "precision", "tolerance", "signature", "derived", "validation",
              "benchmarks", "default_benchmark", "flops", "bytes", "notes",
-             "distributions", "determinism", "timed_inputs", "bit_exact", "forbidden_ptx", "chain_twin",
-             "calibration_twin"}
+             "distributions", "determinism", "timed_inputs", "bit_exact", "forbidden_ptx", "chain_twin"}
 _ARG_KEYS = {"name", "role", "dtype", "shape", "value", "size"}
 
 
@@ -180,26 +179,20 @@ def load_task(folder: Path | str) -> Task:
     if bit_exact and precision != "exact":
         raise TaskError(file, "bit_exact", f"needs precision: exact (the task declares {precision!r})")
     forbidden_ptx = _parse_forbidden_ptx(file, raw.get("forbidden_ptx", {}))
-    chain_twin, calibration_twin = (_seed_name(file, root, raw, key) for key in ("chain_twin", "calibration_twin"))
+    chain_twin = raw.get("chain_twin", "")
+    if not isinstance(chain_twin, str) or (chain_twin and not (
+            re.fullmatch(r"[A-Za-z0-9_]+", chain_twin) and (root / "seeds" / f"{chain_twin}.cu").is_file())):
+        raise TaskError(file, "chain_twin", f"{chain_twin!r} is not a seed of this task (seeds/NAME.cu)")
     task = Task(name=name, root=root, description=description, precision=precision,
                 tolerance=tuple(tolerance.items()), args=args, derived=derived,
                 validation=validation, benchmarks=tuple(benchmarks),
                 default_benchmark=default_benchmark, flops=flops, bytes=nbytes,
                 notes=str(raw.get("notes", "")), distributions=distributions,
                 determinism=determinism, timed_inputs=timed_inputs, bit_exact=bit_exact,
-                forbidden_ptx=forbidden_ptx, chain_twin=chain_twin, calibration_twin=calibration_twin,
+                forbidden_ptx=forbidden_ptx, chain_twin=chain_twin,
                 validation_cases=tuple(None if c is None else str(c) for c in validation_cases))
     _check_distributions(task, file)
     return task
-
-
-def _seed_name(file: Path, root: Path, raw: Mapping[str, Any], key: str) -> str:
-    """``key``'s value, the name of one of the task's seeds ("" where the key is absent)."""
-    name = raw.get(key, "")
-    if not isinstance(name, str) or (name and not (
-            re.fullmatch(r"[A-Za-z0-9_]+", name) and (root / "seeds" / f"{name}.cu").is_file())):
-        raise TaskError(file, key, f"{name!r} is not a seed of this task (seeds/NAME.cu)")
-    return name
 
 
 def _check_distributions(task: Task, file: Path) -> None:

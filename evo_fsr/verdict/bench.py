@@ -9,8 +9,7 @@ time interleaved with the candidate (profile.summarise).  At the same moments th
 calibration windows (what a window costs beyond its launches, profile.py) are taken the way a
 candidate is timed, with a second trusted runner of the naive seed, the twin, in the candidate's
 place (``Workbench.calibration_round``); for a chained shape (chain.py), a runner of the task's
-``chain_twin`` seed instead, and for its other shapes, of its ``calibration_twin`` seed where it
-names one (``ShapeBench.fast_twin``, ``ShapeBench.twin_role``).
+``chain_twin`` seed instead (``ShapeBench.fast_twin``).
 """
 from __future__ import annotations
 
@@ -74,11 +73,6 @@ class ShapeBench:
     #: pool's window less events 100-300 us (of ~5.4 ms) above an honest ~20 us kernel's own, and
     #: a forger claiming 75 % of its time (344 us a window) escaped the bound in 2 of 9 judgements
     fast_twin: bool = False
-    #: the same for a shape that is not chained, by the task's ``calibration_twin`` seed: on
-    #: monte_carlo's quick shape (eight calls a window, H200, thirty-ninth session) the naive twin's
-    #: pool let a claim of 80 % of the persistent seed's time pass uncharged in two of five
-    #: judgements (suite v4's forges_only_in_the_first_round)
-    calibrated_by_task_twin: bool = False
     sweep: dict[str, dict[str, Any]] = field(default_factory=dict)   # distribution -> inputs (device)
     #: a second draw of those sets (every non-timed distribution), checked at a secret window of each timing
     #: round (timing_stage.py): the sweep above runs before the warm-up, always as the shape's first
@@ -94,13 +88,6 @@ class ShapeBench:
             return [drawn_inputs(self.inputs.task, seed, self.inputs.bases[0], self.inputs.xp)], seed
         self.inputs.new_window()
         return [self.inputs.next() for _ in slots], None
-
-    @property
-    def twin_role(self) -> str:
-        """The role of the runner that takes this shape's calibration windows (Workbench._trusted)."""
-        if not self.fast_twin:
-            return "twin"
-        return "calibration_twin" if self.calibrated_by_task_twin else "chain_twin"
 
     @property
     def candidate_slot(self) -> Slot:
@@ -124,7 +111,6 @@ class Workbench:
                  policy: SandboxPolicy | None = None, gpu_shared: bool = False,
                  chain_binary: Callable[[], bytes] | None = None,
                  chain_twin_binary: Callable[[], bytes] | None = None,
-                 calibration_twin_binary: Callable[[], bytes] | None = None,
                  mark_binary: Callable[[], bytes] | None = None) -> None:
         self.task, self.memory, self.policy = task, memory, policy
         #: before every timed window, the candidate's included: no other context's work on the GPU
@@ -134,8 +120,6 @@ class Workbench:
         self.chain_binary = chain_binary if chain_binary is not None and eligible(task) else None
         #: the fast seed whose runner (role ``chain_twin``) takes a chained shape's calibration
         self.chain_twin_binary = chain_twin_binary if self.chain_binary is not None else None
-        #: the fast seed whose runner (role ``calibration_twin``) takes the other shapes' calibration
-        self.calibration_twin_binary = calibration_twin_binary
         #: the completion mark's library (completion.py), in every runner's workdir
         self.mark_binary = mark_binary
         self.clean_refresh, self.measure_library = clean_refresh, measure_library
@@ -154,9 +138,8 @@ class Workbench:
     def _trusted(self, role: str) -> RunnerProcess:
         """A trusted runner: of the baseline's binary, ``baseline`` (timed beside candidates) or
         ``twin`` (in the candidate's place during the calibration; idle otherwise); or of the chain
-        twin's, ``chain_twin`` (a chained shape's calibration); or of the calibration twin's,
-        ``calibration_twin`` (another shape's, where the task names one).  Each loads its binary as
-        the library ``baseline``."""
+        twin's, ``chain_twin`` (a chained shape's calibration).  Each loads its binary as the
+        library ``baseline``."""
         held = self._runners.get(role)
         if held is not None and held[1].proc.poll() is None:
             return held[1]
@@ -176,9 +159,8 @@ class Workbench:
         runner = self._trusted(role)
         work = self._runners[role][0]
         if not (work / "baseline.so").exists():
-            binary = {"chain_twin": self.chain_twin_binary,
-                      "calibration_twin": self.calibration_twin_binary}.get(role, self._baseline_binary)
-            assert binary is not None, f"no {role}: calibration_round takes the naive twin"
+            binary = self.chain_twin_binary if role == "chain_twin" else self._baseline_binary
+            assert binary is not None, "no chain twin: calibration_round takes the naive twin"
             (work / "baseline.so").write_bytes(binary())
         self.write_runner_libs(work)
         for slot in slots:
@@ -287,8 +269,6 @@ class Workbench:
                         log.warning("%s: chained windows calibrated by the naive seed's twin (%s/task.yaml names no "
                                     "chain_twin): a claim a quarter under a fast kernel's time can pass the window "
                                     "bound (SECURITY.md, known gaps)", shape.label, self.task.name)
-                if not bench.chained and self.calibration_twin_binary is not None:
-                    bench.fast_twin = bench.calibrated_by_task_twin = True
                 if self.measure_library:        # the first of two rounds, in the shape's batch
                     bench.library_ms = sizing_ms if k == 1 else self._library_ms(bench, k)
                 if k > 1:
@@ -330,27 +310,19 @@ class Workbench:
         pool: the candidate's role) and the baseline's, ``calls`` twin windows after a warm-up
         window of each."""
         k = max(1, bench.batch)
-        twin = self._attach(bench.twin_role, tuple(bench.candidate_slots[:k]))
+        twin = self._attach("chain_twin" if bench.fast_twin else "twin", tuple(bench.candidate_slots[:k]))
         base = self.attach_baseline(*bench.baseline_slots[:k])
         self._twin_window(twin, bench, timeout_s)
         self.baseline_window(base, bench, timeout_s)
         return interleaved_windows(lambda: self._twin_window(twin, bench, timeout_s),
                                    lambda: self.baseline_window(base, bench, timeout_s), calls, every)
 
-    def twin_name(self, bench: ShapeBench) -> str:
-        """The twin that takes ``bench``'s calibration, in words."""
-        if bench.twin_role == "chain_twin":
-            return f"chain twin ({self.task.chain_twin or 'configured'} seed)"
-        if bench.twin_role == "calibration_twin":
-            return f"calibration twin ({self.task.calibration_twin or 'configured'} seed)"
-        return "naive seed's twin"
-
     def _twin_window(self, twin: RunnerProcess, bench: ShapeBench, timeout_s: float) -> CallTimes:
         slots = bench.candidate_slots[:max(1, bench.batch)]
         inputs, chain_seed = bench.window_inputs(slots)
         reply, call, captured = timed_batch(twin, slots, "baseline", inputs, timeout_s, gate=self.gate,
                                             chain_seed=chain_seed)
-        who = self.twin_name(bench)
+        who = f"chain twin ({self.task.chain_twin or 'configured'} seed)" if bench.fast_twin else "naive seed's twin"
         if call is None or captured is None:
             raise RuntimeError(f"the {who} failed on {bench.shape.label}: {call_error(reply)}")
         if not call.marked:

@@ -92,8 +92,6 @@ class EvalConfig:
                                               # (chain.py; EVO_FSR_CHAIN_WINDOWS=0: one call a window)
     chain_twin_source: str | None = None      # the chained shapes' calibration twin (None: the task's
                                               # chain_twin seed; "" or no seed declared: the baseline)
-    calibration_twin_source: str | None = None  # the other shapes' calibration twin (None: the task's
-                                              # calibration_twin seed; "" or none declared: the baseline)
 
 
 def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult,
@@ -145,8 +143,6 @@ class Evaluator:
                                     gpu_shared=self.config.gpu_shared or gpu_idle.shared_from_env(),
                                     chain_binary=(lambda: self.chain.binary) if self.chain_windows else None,
                                     chain_twin_binary=(lambda: self.chain_twin.binary) if self._chain_twin_source else None,
-                                    calibration_twin_binary=((lambda: self.calibration_twin.binary)
-                                                             if self._calibration_twin_source else None),
                                     mark_binary=lambda: self.mark.binary)
         return self._bench
 
@@ -209,18 +205,6 @@ class Evaluator:
         """The chain twin's binary (bench.py: ``ShapeBench.fast_twin``)."""
         return self._trusted_build(f"the chain twin ({self.task.chain_twin or 'configured'} seed)",
                                    lambda: self._chain_twin_source)
-
-    @property
-    def _calibration_twin_source(self) -> str:
-        """The other shapes' calibration twin's source ("": the baseline's twin)."""
-        configured = self.config.calibration_twin_source
-        return (self.task.calibration_twin_source or "") if configured is None else configured
-
-    @property
-    def calibration_twin(self) -> nvcc.CompileResult:
-        """The calibration twin's binary (bench.py: ``ShapeBench.twin_role``)."""
-        return self._trusted_build(f"the calibration twin ({self.task.calibration_twin or 'configured'} seed)",
-                                   lambda: self._calibration_twin_source)
 
     @property
     def baseline(self) -> nvcc.CompileResult:

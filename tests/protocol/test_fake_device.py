@@ -134,38 +134,6 @@ def test_a_chained_shape_is_calibrated_by_the_chain_twin(evaluator):
         ev.close()
 
 
-def test_a_task_twin_calibrates_the_shapes_that_are_not_chained(evaluator):
-    """Where a task names a ``calibration_twin`` (monte_carlo), its shapes' pools are taken by a
-    runner of that seed (bench.ShapeBench.twin_role), not by the naive seed's twin, and the
-    interleaved baseline's windows stay out of the calibration.  The baseline sleeps 2 ms a call
-    and the twin is the honest relu.  Fails if the pool's calls are the baseline's, if the twin's
-    runner is not the one that took them, or if the baseline's clean time mixes in the twin's."""
-    ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, baseline_source=kernels.SLOW_BASELINE,
-                                                       calibration_twin_source=kernels.HONEST))
-    try:
-        result = judge(ev, kernels.HONEST)
-        assert result.status is Status.OK, result.summary
-        bench = ev.bench.shape_bench(ev.bench_shapes[0])
-        assert not bench.chained and bench.fast_twin and bench.twin_role == "calibration_twin"
-        assert "calibration_twin" in ev.bench._runners and "twin" not in ev.bench._runners
-        pool_call_ms = sorted(c.event_ms for c in bench.calibration)[len(bench.calibration) // 2] / bench.calibration[0].calls
-        assert pool_call_ms < 0.5, f"the pool's calls take {pool_call_ms:.3f} ms: the 2 ms baseline's, not the twin's"
-        assert bench.clean_ms > 1.9, f"the baseline's clean time {bench.clean_ms:.3f} ms is not its own 2 ms"
-        assert result.timings[0].baseline_median_ms > 1.9
-    finally:
-        ev.close()
-
-
-def test_without_a_task_twin_the_naive_twin_calibrates(evaluator):
-    """The other side of the test above: with no calibration twin (relu names none), the pool is
-    the naive seed's twin's (role ``twin``)."""
-    bench = evaluator.bench
-    if not bench._shapes:
-        judge(evaluator, kernels.HONEST)
-    shape_bench = bench.shape_bench(evaluator.bench_shapes[0])
-    assert not shape_bench.fast_twin and shape_bench.twin_role == "twin" and "twin" in bench._runners
-
-
 def _links_patched_source(gate_body: str = "") -> str:
     """An honest relu that, once the runner has loaded the chain library, makes its two entry
     points jump to copies of them in this library (the fake device's host-C chain, renamed, the

@@ -65,8 +65,6 @@ def _copy_task(tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
     (lambda r: r.update(chain_twin="no_such_seed"), "chain_twin", "not a seed of this task"),
     (lambda r: r.update(chain_twin="../seeds/naive"), "chain_twin", "not a seed of this task"),
     (lambda r: r.update(chain_twin=3), "chain_twin", "not a seed of this task"),
-    (lambda r: r.update(calibration_twin="no_such_seed"), "calibration_twin", "not a seed of this task"),
-    (lambda r: r.update(calibration_twin="../seeds/naive"), "calibration_twin", "not a seed of this task"),
 ])
 def test_bad_task_yaml_names_file_key_and_problem(tmp_path: Path, edit, key: str, problem: str) -> None:  # type: ignore[no-untyped-def]
     folder = _copy_task(tmp_path, edit)
@@ -116,16 +114,6 @@ def test_chain_twin_names_a_seed_and_the_chained_tasks_declare_one(tmp_path: Pat
         task = get_task(name)
         assert eligible(task) and task.chain_twin == seed and task.chain_twin_source == task.seeds()[seed]
     assert get_task("conv2d").chain_twin_source is None
-
-
-def test_calibration_twin_names_a_seed_and_monte_carlo_declares_one(tmp_path: Path) -> None:
-    """monte_carlo's shapes are calibrated by its persistent seed (bench.ShapeBench.twin_role: the
-    naive twin's pool let an 80 % claim pass uncharged); a task that names none keeps the naive twin."""
-    folder = _copy_task(tmp_path, lambda r: r.update(calibration_twin="naive"))
-    assert load_task(folder).calibration_twin_source == (folder / "seeds" / "naive.cu").read_text()
-    task = get_task("monte_carlo")
-    assert task.calibration_twin == "persistent" and task.calibration_twin_source == task.seeds()["persistent"]
-    assert get_task("conv2d").calibration_twin_source is None
 
 
 def test_task_rules_name_the_instruction_and_read_the_binary() -> None:
