@@ -433,9 +433,9 @@ static int adv_round_elapsed(float* ms, void* a, void* b) {
         "honest round. A forger that kept forging would be charged twice and set on the window-ratio floor "
         "(x0.2 for the topk forgers); this one never is",
         honest=MC_HONEST, evidence=("adv-round-one:",), unsound=BROKEN, x86_only=True,
-        hole=("a first round that is not charged is credited by its claims: on monte_carlo's quick shape the "
-              "naive twin's pool puts the overhead subtracted above the persistent seed's own, so a claim of 80 % "
-              "escaped in one of two H200 runs (2026-12-01: x1.43 then x1.79 against the honest x1.43); a charged "
+        hole=("a first round that is not charged is credited by its claims: on monte_carlo's quick shape a claim "
+              "of 80 % escaped in three of six H200 runs (x1.79, x1.77, x1.77 against the honest x1.43), once with "
+              "the pool taken by the persistent seed itself, so not by the naive twin's longer calls; a charged "
               "first round costs the forger nothing (profile.time_shape judges the second alone)"))
 
 
