@@ -33,7 +33,7 @@ from .gpu_idle import IdleGate
 from .inputs import TimedInputs, make_case, reference, timed_case
 from .slot import Slot
 from .memory import TrustedMemory
-from .profile import FUSABLE_FLOOR_MS, CallTimes, batch_size
+from .profile import FUSABLE_FLOOR_MS, CallTimes, batch_size, sizing_call_ms
 from .timed_window import call_error, timed_batch
 from .chain import CHAIN_CALLS, CHAIN_LIB, chained_inputs, drawn_inputs, eligible
 from .completion import MARK_LIB
@@ -257,7 +257,8 @@ class Workbench:
                 sizing_ms = self._library_ms(bench, 1) if self.measure_library else 0.0
                 overhead = statistics.median(t.window_ms - t.event_ms for t in single)
                 floor = floor_ms(shape)
-                k = batch_size(overhead, sizing_ms or floor, batch_max, floor_ms=floor,
+                seed_ms = statistics.median(t.event_ms for t in single)
+                k = batch_size(overhead, sizing_call_ms(sizing_ms, seed_ms, floor), batch_max, floor_ms=floor,
                                fusable_floor_ms=fusable_floor_ms)
                 self._grow_batch(bench, k)
                 bench.launch_bound = k == 1 and 0 < floor < fusable_floor_ms

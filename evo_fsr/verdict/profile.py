@@ -258,6 +258,18 @@ def batch_size(overhead_ms: float, expected_ms: float, most: int, floor_ms: floa
     return max(1, min(most, math.ceil(overhead_ms / expected_ms)))
 
 
+def sizing_call_ms(library_ms: float, seed_call_ms: float, floor_ms: float) -> float:
+    """The call time ``batch_size`` shares a window's overhead between: the faster of the
+    library's call and the naive seed's (both trusted, neither the candidate's) where the library
+    was timed, else the speed-of-light floor.  The library alone sized monte_carlo's 2^24 by
+    torch's 0.267 ms call while the seeds take 35-49 us (H200, fortieth session): three calls to
+    a 0.744 ms overhead, so a runner forging its claims hid 8/3 times as much a call as at the
+    eight calls the suite (library off, sized by the floor) judged it at."""
+    if library_ms <= 0:
+        return floor_ms
+    return min(library_ms, seed_call_ms) if seed_call_ms > 0 else library_ms
+
+
 def window_ratio_floor_ms(candidate: Sequence[CallTimes], baseline: Sequence[CallTimes], base_ms: float) -> float:
     """The least a shape whose claims were set aside is credited, per call: the baseline's time
     scaled by the ratio of the two medians of trusted windows taken in the same rounds,

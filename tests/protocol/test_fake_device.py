@@ -558,6 +558,26 @@ def test_the_library_is_timed_in_the_shapes_batch(batched, monkeypatch):
     assert result.timings[0].library_ms == pytest.approx(0.05 * k)
 
 
+def test_a_slow_library_does_not_shrink_the_batch(batched, monkeypatch):
+    """The batch is sized by the faster of the library's call and the naive seed's
+    (profile.sizing_call_ms): a library far slower than the seed (torch on monte_carlo: 0.267 ms
+    against the naive seed's 0.049 on an H200) sized the windows to three calls where eight were
+    due, and a forger's claims had room for 8/3 as much a call.  Here the library takes 50 ms a
+    call, far above the window's overhead, and the fake's relu ~20 us.  Fails if the library alone
+    sizes the batch (one call a window)."""
+    from evo_fsr.verdict import library
+
+    monkeypatch.setattr(library, "library_median_ms", lambda *args, batch=1, **kwargs: 50.0)
+    ev = Evaluator(batched.task, dataclasses.replace(batched.config, library=True))
+    try:
+        result = judge(ev, kernels.HONEST)
+        assert result.status is Status.OK, result.summary
+        k = ev.bench.shape_bench(ev.bench_shapes[0]).batch
+    finally:
+        ev.close()
+    assert k > 1, f"a 50 ms library call sized the batch to {k} call(s) a window beside a ~20 us naive seed"
+
+
 def test_every_window_records_its_trusted_parts(evaluator, monkeypatch):
     """Each window carries its parts on the trusted clock (``CallTimes.prep_ms``: the loads and
     the flush; ``send_ms``: the command's round trip, the runner's own host time inside it), so

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from evo_fsr.verdict import gpu as gpu_module
-from evo_fsr.verdict.profile import (FUSABLE_FLOOR_MS, SINGLE_WINDOWS, CallTimes, Calibration, batch_size,
+from evo_fsr.verdict.profile import (FUSABLE_FLOOR_MS, SINGLE_WINDOWS, CallTimes, Calibration, batch_size, sizing_call_ms,
                                      charged, credited_ms, single_call_floor_ms, single_floor_retimed, summarise,
                                      time_shape)
 from evo_fsr.verdict.roofline import memory_roof_gbps, speed_of_light_ms
@@ -228,6 +228,18 @@ def test_slack_is_the_noise_of_medians_not_of_one_call() -> None:
     assert calibration.slack_ms(30) < calibration.slack_ms(5) <= calibration.slack_ms(1) <= iqr + 1e-12
     forged = [CallTimes(0.5, 0.502, 0.51, c.window_ms) for c in base]          # claims half of its 1 ms
     assert credited_ms(forged, calibration) > 0.97
+
+
+def test_the_batch_is_sized_by_the_faster_of_the_library_and_the_naive_seed() -> None:
+    """monte_carlo 2^24 on an H200: torch 0.267 ms a call, the naive seed 0.049 ms, 0.744 ms of
+    window overhead.  Sized by torch alone the windows held three calls; by the faster of the two
+    trusted calls, eight (batch_max).  With the library off, the floor sizes it, as before."""
+    assert sizing_call_ms(0.267, 0.049, 0.014) == 0.049
+    assert batch_size(0.744, sizing_call_ms(0.267, 0.049, 0.014), 8) == 8
+    assert batch_size(0.744, 0.267, 8) == 3                 # the library's call alone
+    assert sizing_call_ms(0.1, 10.0, 0.02) == 0.1            # conv2d: the library is the faster
+    assert sizing_call_ms(0.0, 0.049, 0.014) == 0.014        # library not timed: the floor
+    assert sizing_call_ms(0.267, 0.0, 0.014) == 0.267        # no seed time: the library's
 
 
 def test_batch_size_shares_the_window_overhead_between_short_calls() -> None:
