@@ -530,6 +530,21 @@ def test_the_library_figure_is_the_lowest_round_not_the_first(evaluator, monkeyp
         ev.close()
 
 
+def _judged_with_library(batched, monkeypatch, library_median_ms):
+    """The honest relu judged by a fresh evaluator of ``batched``'s config with the library timed
+    by ``library_median_ms`` (library.library_median_ms's signature); its result and its shape's batch."""
+    from evo_fsr.verdict import library
+
+    monkeypatch.setattr(library, "library_median_ms", library_median_ms)
+    ev = Evaluator(batched.task, dataclasses.replace(batched.config, library=True))
+    try:
+        result = judge(ev, kernels.HONEST)
+        assert result.status is Status.OK, result.summary
+        return result, ev.bench.shape_bench(ev.bench_shapes[0]).batch
+    finally:
+        ev.close()
+
+
 def test_the_library_is_timed_in_the_shapes_batch(batched, monkeypatch):
     """The library's figure must be timed as the candidate's calls are: as many calls after one
     flush as a window holds.  Timed alone, its outputs were left dirty in the L2 for no later call
@@ -545,14 +560,7 @@ def test_the_library_is_timed_in_the_shapes_batch(batched, monkeypatch):
         asked.append(batch)
         return 1e-4 if batch == 1 else 0.05 * batch     # a call alone: far below the batched rounds
 
-    monkeypatch.setattr(library, "library_median_ms", timed)
-    ev = Evaluator(batched.task, dataclasses.replace(batched.config, library=True))
-    try:
-        result = judge(ev, kernels.HONEST)
-        assert result.status is Status.OK, result.summary
-        k = ev.bench.shape_bench(ev.bench_shapes[0]).batch
-    finally:
-        ev.close()
+    result, k = _judged_with_library(batched, monkeypatch, timed)
     assert k > 1, "the fixture's shape must be batched for this test to mean anything"
     assert asked == [1, k, k]                   # sizing alone, then two rounds in the batch
     assert result.timings[0].library_ms == pytest.approx(0.05 * k)
@@ -565,16 +573,7 @@ def test_a_slow_library_does_not_shrink_the_batch(batched, monkeypatch):
     due, and a forger's claims had room for 8/3 as much a call.  Here the library takes 50 ms a
     call, far above the window's overhead, and the fake's relu ~20 us.  Fails if the library alone
     sizes the batch (one call a window)."""
-    from evo_fsr.verdict import library
-
-    monkeypatch.setattr(library, "library_median_ms", lambda *args, batch=1, **kwargs: 50.0)
-    ev = Evaluator(batched.task, dataclasses.replace(batched.config, library=True))
-    try:
-        result = judge(ev, kernels.HONEST)
-        assert result.status is Status.OK, result.summary
-        k = ev.bench.shape_bench(ev.bench_shapes[0]).batch
-    finally:
-        ev.close()
+    _, k = _judged_with_library(batched, monkeypatch, lambda *args, batch=1, **kwargs: 50.0)
     assert k > 1, f"a 50 ms library call sized the batch to {k} call(s) a window beside a ~20 us naive seed"
 
 
