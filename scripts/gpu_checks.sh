@@ -40,6 +40,9 @@
 #                                                          # (probe_charges.py); FRESH_POOL=1: a shape charged twice
 #                                                          # is judged against a fresh pool (fresh_pool_retime)
 #   EVO_FSR_FRESH_POOL_RETIME=1 scripts/gpu_checks.sh adversarial   # the suites with the fresh pool on
+#   [CASES="a b" REPS=12] scripts/gpu_checks.sh rounds  # v3/v4 cases of one task and their honest twin in
+#                                                          # fresh evaluators, every timing round recorded
+#                                                          # (probe_rounds.py: pool drift; rounds.json to replay)
 #   TASK=t VARIANTS="..." [BATCH=1,8] scripts/gpu_checks.sh inproc  # the same variants and the library timed alike in one
 #                                                          # process: no runner, no IPC, no window (probe_inproc.py)
 #   TASKS="a b" BUDGET_S=560 scripts/gpu_checks.sh evolve  # issue 13: a no-LLM evolve run per task
@@ -242,6 +245,14 @@ charges)
     timeout "${LIMIT_S:-200}" python3 scripts/probe_charges.py --task "${TASK:-dot_product}" --seed "${SEED:-persistent}" \
         --reps "${REPS:-8}" --trials "${TRIALS:-20}" --out "$out" ${FRESH_POOL:+--fresh-pool} 2>&1 | grep -v Warning \
         | tee "$out/charges.log" | tail -n 60
+    ;;
+rounds)
+    # the suites' settings, a fresh evaluator a rep: the pool's overhead against the rounds' (probe_rounds.py)
+    step "adversarial cases judged in fresh evaluators, every round recorded"
+    # shellcheck disable=SC2086  # a list of case names
+    timeout "${LIMIT_S:-370}" python3 scripts/probe_rounds.py --cases ${CASES:-replies_before_its_calls_are_done \
+        forges_only_in_the_first_round keeps_the_host_awake_through_its_windows} --reps "${REPS:-12}" \
+        --limit-s "$(( ${LIMIT_S:-370} - 80 ))" --out "$out" 2>&1 | grep -v Warning | tee "$out/rounds.log" | tail -n 150
     ;;
 inproc)
     # a diagnostic beside `variants`: how much of a gap to the library is the kernel, how much the verdict's timing
