@@ -75,6 +75,16 @@ MC_SEED = "persistent"
 MC_HONEST = "seed:persistent"
 
 
+#: what the three monte_carlo forgers of the window bound share (SECURITY.md, forty-first session)
+HOLE_DRIFT = (
+    "monte_carlo 2^24's window is ~1.4 ms for 273 us of calls, and the pool's overhead drifted up to 120 us above "
+    "the rounds' (H200, scripts/probe_rounds.py, twelve fresh evaluators): the early replier, the first-round "
+    "forger and the host-awake spinner went uncharged in the first round in 9, 6 and 6 of 12, and the early "
+    "replier read x1.98 uncharged in one v4 run; with the overhead capped by the interleaved baseline's "
+    "(profile.own_share_calibration) the recorded windows replay as 3, 2 and 3 of 12 (not yet run on a GPU): a "
+    "claim within one slack of the window still escapes")
+
+
 # -- overhead: the runner replies before its work is done ------------------------------------------------
 def early_reply() -> CaseV3:
     prelude = POSIX + PATCH + r'''
@@ -138,7 +148,7 @@ static int adv_forged_elapsed(float* ms, void*, void*) {
         "ends when a trusted kernel queued after the calls has written a hash of their outputs into a page the "
         "evaluator spins on, and the reply is read after the window (H200: x1.11, charged, against x1.43)",
         honest=MC_HONEST, evidence=("adv-early-reply:",), codes=RACED,
-        unsound=BROKEN, x86_only=True)
+        unsound=BROKEN, x86_only=True, hole=HOLE_DRIFT)
 
 
 # -- overhead: a native thread serves the commands ------------------------------------------------------------
@@ -373,7 +383,7 @@ static int adv_scaled_elapsed(float* ms, void* a, void* b) {
         hole=("the overhead subtracted from a window is the twin's and the baseline's, taken with the host's "
               "cores idle between commands; spinners that keep every core busy while the candidate's runner serves "
               "shorten its windows' host part (H200, 2026-12-01: x1.68 against the honest seed's x1.43, 1.17x, "
-              "over the 1.15x allowance)"))
+              "over the 1.15x allowance). " + HOLE_DRIFT))
 
 
 # -- forgery: only in the round that cannot be followed by a worse one -------------------------------------------
@@ -436,7 +446,7 @@ static int adv_round_elapsed(float* ms, void* a, void* b) {
         hole=("a first round that is not charged is credited by its claims: on monte_carlo's quick shape a claim "
               "of 80 % escaped in three of six H200 runs (x1.79, x1.77, x1.77 against the honest x1.43), once with "
               "the pool taken by the persistent seed itself, so not by the naive twin's longer calls; a charged "
-              "first round costs the forger nothing (profile.time_shape judges the second alone)"))
+              "first round costs the forger nothing (profile.time_shape judges the second alone). " + HOLE_DRIFT))
 
 
 def build_cases() -> list[CaseV3]:

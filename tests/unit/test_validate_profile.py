@@ -449,6 +449,27 @@ def test_a_candidate_that_slows_the_baselines_windows_cannot_raise_its_own_calib
     assert own_share_calibration(clean, hogged + hogged_again).calls == 12      # 8 + at most 4 of its own
 
 
+def test_a_pool_that_drifted_above_the_rounds_does_not_hide_a_forged_claim() -> None:
+    """The pool's overhead 0.1 ms above the conditions of the rounds (on an H200, monte_carlo
+    2^24: up to 120 us above the interleaved baseline's, probe_rounds.py), and a runner that
+    claims 0.42 ms of its 0.5 ms windows: the 0.08 ms it hides is inside the drift.  The baseline
+    windows interleaved with its own show the rounds' overhead; fails if the calibration
+    subtracts the pool's (mixed with at most half as many of them) alone: never charged."""
+    from evo_fsr.verdict.profile import own_share_calibration
+    pool = _noisy(0.5, 0.5, 8, shift=0.1, seed=21)
+    for seed in range(5):
+        rounds = _Rounds(*((_noisy(0.42, 0.5, 16, seed=22 + 2 * seed + r), _noisy(0.5, 0.5, 6, seed=40 + 2 * seed + r))
+                           for r in range(2)))
+        timed = time_shape(rounds, pool)
+        assert timed.strict and credited_ms(timed.candidate, timed.calibration, strict=True) > 0.48
+        honest = time_shape(_Rounds((_noisy(0.5, 0.5, 16, seed=60 + seed), _noisy(0.5, 0.5, 6, seed=70 + seed))), pool)
+        assert not honest.strict and credited_ms(honest.candidate, honest.calibration) == pytest.approx(0.5, rel=0.02)
+    # never above the pool's share: a candidate that slows the baseline's windows gains nothing
+    slowed = [CallTimes(c.event_ms, c.event_all_ms, c.host_ms, c.window_ms + 2.0) for c in _noisy(0.5, 0.5, 6, seed=80)]
+    assert (own_share_calibration(pool, slowed).overhead_ms
+            == pytest.approx(Calibration.of([*pool, *slowed[:4]]).overhead_ms))
+
+
 def test_slowed_baseline_windows_of_a_kernel_whose_claims_stood_do_not_join_the_pool() -> None:
     """An honest-looking kernel (its claims agree with the clock) that slows the trusted side's
     copies while the baseline runs: fails if its windows join the pool, where they would raise
@@ -709,9 +730,10 @@ def test_an_honest_chained_kernel_keeps_its_claim_against_a_fast_twins_pool(seed
 def test_a_naive_twins_pool_lets_the_chained_forger_through() -> None:
     """Why the pool is the fast twin's: the same forger against a pool whose links sit 0.35 ms
     above its own (the naive twin's in the judgements it escaped: a pool at 5.57 ms against the
-    forger's own ~5.2) is never charged and is credited about its claim."""
+    forger's own ~5.2), the pool alone as a chained shape's calibration is (``mix_interleaved``
+    False), is never charged and is credited about its claim."""
     naive_pool = _chained(NAIVE_EVENTS_MS, NAIVE_EVENTS_MS, LINKS_MS + 0.35, 8, seed=500)
-    timed = time_shape(_chained_rounds(0.72 * FAST_EVENTS_MS, seed=501), naive_pool)
+    timed = time_shape(_chained_rounds(0.72 * FAST_EVENTS_MS, seed=501), naive_pool, mix_interleaved=False)
     assert timed.rounds == 1 and not timed.strict
     shape = summarise("s", timed.candidate, timed.baseline, timed.calibration, NAIVE_EVENTS_MS / CHAIN_K, 0.0)
     assert shape.median_ms < 0.75 * FAST_EVENTS_MS / CHAIN_K      # about its claim, 72 %
