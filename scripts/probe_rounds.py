@@ -11,7 +11,7 @@ windows, the baseline's interleaved with them and the shape's calibration pool (
 evaluator started).  It prints, per shape and round, medians per window in us:
 
     claim    the candidate's events (what its runner says its calls took)
-    bound    the candidate's window less the calibration's overhead (what the charge test holds it to)
+    bound    the candidate's window less the charge test's overhead (profile.own_share_calibration)
     over     window - event of the pool | of the interleaved baseline | of the candidate
 
 A forger whose claims escape shows a pool overhead above the interleaved baseline's: the window
@@ -102,9 +102,10 @@ def main() -> int:
                           f"credited by {[t.credited_by for t in result.timings]}", flush=True)
                     for label, rec in zip(labels, record):
                         pool = windows(rec["pool"])
-                        calibration = profile.Calibration.of(pool)
                         for i, rnd in enumerate(rec["rounds"]):
                             cand, base = windows(rnd["candidate"]), windows(rnd["baseline"])
+                            # the charge test's calibration (a chained shape's is the pool's alone)
+                            calibration = profile.own_share_calibration(pool, base if rec["mix_interleaved"] else [])
                             claim = 1e3 * statistics.median(c.event_ms for c in cand)
                             bound = 1e3 * (statistics.median(c.window_ms for c in cand) - calibration.overhead_ms)
                             print(f"  {label} round {i + 1}, k={cand[0].calls}, {len(cand)} windows: "

@@ -50,21 +50,21 @@ def replay(record: dict[str, Any]) -> Replayed:
     rounds = [(windows(r["candidate"]), windows(r["baseline"])) for r in record["rounds"]]
     if not rounds:
         raise ValueError(f"{record.get('job')}: a recorded shape with no rounds")
-    served: list[int] = []
+    served = 0
 
     def next_round() -> tuple[list[CallTimes], list[CallTimes]]:
-        served.append(len(served))
-        return rounds[min(len(served) - 1, len(rounds) - 1)]
+        nonlocal served
+        served += 1
+        return rounds[min(served, len(rounds)) - 1]
 
-    pool = windows(record["pool"])
-    timed = profile.time_shape(next_round, pool, mix_interleaved=record.get("mix_interleaved", True))
-    first = profile.own_share_calibration(pool, rounds[0][1] if record.get("mix_interleaved", True) else [])
+    timed = profile.time_shape(next_round, windows(record["pool"]), mix_interleaved=record.get("mix_interleaved", True))
     k = timed.candidate[0].calls
     clean_ms = statistics.median(c.event_ms for c in timed.baseline) / k
     shape = profile.summarise(record.get("shape", "?"), timed.candidate, timed.baseline, timed.calibration,
                               clean_ms, 0.0, strict=timed.strict)
-    return Replayed(job=record["job"], rep=int(record["rep"]), charged_first=profile.charged(rounds[0][0], first),
-                    strict=timed.strict, speedup=shape.speedup, reused=len(served) > len(rounds))
+    # time_shape takes a second round exactly when the first is charged
+    return Replayed(job=record["job"], rep=int(record["rep"]), charged_first=timed.rounds > 1,
+                    strict=timed.strict, speedup=shape.speedup, reused=served > len(rounds))
 
 
 def load(path: Path) -> list[dict[str, Any]]:
