@@ -43,6 +43,8 @@
 #   [CASES="a b" REPS=12] scripts/gpu_checks.sh rounds  # v3/v4 cases of one task and their honest twin in
 #                                                          # fresh evaluators, every timing round recorded
 #                                                          # (probe_rounds.py: pool drift; rounds.json to replay)
+#   [CASES="a b" REPS=2] scripts/gpu_checks.sh stamps  # every step of a batched window on the clock both
+#                                                          # processes share, per role (probe_window_stamps.py)
 #   TASK=t VARIANTS="..." [BATCH=1,8] scripts/gpu_checks.sh inproc  # the same variants and the library timed alike in one
 #                                                          # process: no runner, no IPC, no window (probe_inproc.py)
 #   TASKS="a b" BUDGET_S=560 scripts/gpu_checks.sh evolve  # issue 13: a no-LLM evolve run per task
@@ -253,6 +255,14 @@ rounds)
     timeout "${LIMIT_S:-370}" python3 scripts/probe_rounds.py --cases ${CASES:-replies_before_its_calls_are_done \
         forges_only_in_the_first_round keeps_the_host_awake_through_its_windows} --reps "${REPS:-12}" \
         --limit-s "$(( ${LIMIT_S:-370} - 80 ))" --out "$out" 2>&1 | grep -v Warning | tee "$out/rounds.log" | tail -n 150
+    ;;
+stamps)
+    # where a batched window's ~1 ms of overhead goes: loads, command, runner, mark, copy-out
+    step "every step of a window stamped, per role"
+    # shellcheck disable=SC2086  # a list of case names
+    timeout "${LIMIT_S:-300}" python3 scripts/probe_window_stamps.py --cases ${CASES:-replies_before_its_calls_are_done} \
+        --reps "${REPS:-2}" --limit-s "$(( ${LIMIT_S:-300} - 80 ))" --out "$out" 2>&1 | grep -v Warning \
+        | tee "$out/stamps.log" | tail -n 80
     ;;
 inproc)
     # a diagnostic beside `variants`: how much of a gap to the library is the kernel, how much the verdict's timing
