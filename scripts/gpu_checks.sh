@@ -294,5 +294,5 @@ evolve)
         cp "/tmp/evolve_$t/best.cu" "$out/best_$t.cu" 2>/dev/null
     done
     ;;
-*) echo "unknown step ${1}: tests | sweep | adversarial | flush | library | cost | resume | seeds | variants | evolve"; exit 2 ;;
+*) echo "unknown step ${1}: see the list at the top of scripts/gpu_checks.sh"; exit 2 ;;
 esac
