@@ -46,24 +46,34 @@ def over_us(calls: Sequence[CallTimes]) -> float:
     return 1e3 * statistics.median(c.window_ms - c.event_ms for c in calls) if calls else float("nan")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", nargs="+", required=True, help="names of v3/v4 adversarial cases, one task")
-    parser.add_argument("--reps", type=int, default=6)
-    parser.add_argument("--limit-s", type=float, default=280.0, help="no new rep starts after this")
-    parser.add_argument("--out", type=Path, default=Path("."))
-    args = parser.parse_args()
-
+def case_jobs(parser: argparse.ArgumentParser, names: Sequence[str]) -> tuple[str, list[tuple[str, str]]]:
+    """The task of v3/v4 adversarial cases named ``names`` (one task for all, else a usage error)
+    and what to judge: each case's source by its name, then the honest twin of the first."""
     known = {c.name: c for c in cases_v3.build_cases() + cases_v4.build_cases()}
-    missing = [n for n in args.cases if n not in known]
+    missing = [n for n in names if n not in known]
     if missing:
         parser.error(f"unknown case(s): {', '.join(missing)}")
-    cases = [known[n] for n in args.cases]
+    cases = [known[n] for n in names]
     tasks = {c.task for c in cases}
     if len(tasks) != 1:
         parser.error(f"the cases must share one task, not {sorted(tasks)}")
-    task = tasks.pop()
-    jobs = [(c.name, c.source) for c in cases] + [("honest", honest_source(cases[0]))]
+    return cases[0].task, [(c.name, c.source) for c in cases] + [("honest", honest_source(cases[0]))]
+
+
+def case_args(doc: str, reps: int, limit_s: float) -> tuple[argparse.Namespace, str, list[tuple[str, str]]]:
+    """A probe's command line over adversarial cases (--cases, --reps, --limit-s, --out), and
+    ``case_jobs`` of its cases."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", nargs="+", required=True, help="names of v3/v4 adversarial cases, one task")
+    parser.add_argument("--reps", type=int, default=reps)
+    parser.add_argument("--limit-s", type=float, default=limit_s, help="no new rep starts after this")
+    parser.add_argument("--out", type=Path, default=Path("."))
+    args = parser.parse_args()
+    return (args, *case_jobs(parser, args.cases))
+
+
+def main() -> int:
+    args, task, jobs = case_args(__doc__ or "", reps=6, limit_s=280.0)
 
     real_time_shape = profile.time_shape
     record: list[dict[str, Any]] = []

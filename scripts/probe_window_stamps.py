@@ -27,7 +27,6 @@ changes nothing in the verdict.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import shutil
@@ -48,9 +47,8 @@ from evo_fsr.verdict import bench as benchmod  # noqa: E402
 from evo_fsr.verdict import session as sessionmod  # noqa: E402
 from evo_fsr.verdict import timed_window  # noqa: E402
 from evo_fsr.verdict.evaluate import Evaluator  # noqa: E402
-from tests.adversarial import cases_v3, cases_v4  # noqa: E402
-from tests.adversarial.cases_v2_blocks import honest_source  # noqa: E402
 from tests.adversarial.test_adversarial_v2_gpu import config  # noqa: E402
+from probe_rounds import case_args  # noqa: E402  (the scripts folder is the path's first entry)
 
 #: (anchor in runner.py, what replaces it): the stamps of a call, returned in its reply
 RUNNER_PATCHES = (
@@ -178,21 +176,7 @@ def spread(xs: list[float]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", nargs="+", required=True, help="names of v3/v4 adversarial cases, one task")
-    parser.add_argument("--reps", type=int, default=2)
-    parser.add_argument("--limit-s", type=float, default=200.0, help="no new rep starts after this")
-    parser.add_argument("--out", type=Path, default=Path("."))
-    args = parser.parse_args()
-    known = {c.name: c for c in cases_v3.build_cases() + cases_v4.build_cases()}
-    missing = [n for n in args.cases if n not in known]
-    if missing:
-        parser.error(f"unknown case(s): {', '.join(missing)}")
-    cases = [known[n] for n in args.cases]
-    if len({c.task for c in cases}) != 1:
-        parser.error("the cases must share one task")
-    task = cases[0].task
-    jobs = [(c.name, c.source) for c in cases] + [("honest", honest_source(cases[0]))]
+    args, task, jobs = case_args(__doc__ or "", reps=2, limit_s=200.0)
 
     stamps, current = Stamps(), {"job": ""}
     restore = install(stamps, current)
