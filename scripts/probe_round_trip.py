@@ -31,7 +31,6 @@ window less the round trip (the trusted side's loads, flush and copy-out)."""
 from __future__ import annotations
 
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -40,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from evo_fsr.runner import harness
-from probe_tools import polling_await  # the scripts folder is the path's first entry
+from probe_tools import polling_await, spread  # the scripts folder is the path's first entry
 from evo_fsr.runner.protocol import RUNNER_FILES
 from evo_fsr.types import Candidate
 from evo_fsr.verdict import bench as benchmod
@@ -143,11 +142,6 @@ def timed(runner, slots, lib, *args, **kwargs):
             parts.setdefault(key, []).append(value)
         last.clear()
     return result
-
-
-def spread(xs) -> float:
-    q = statistics.quantiles(list(xs), n=4)
-    return (q[2] - q[0]) / 1.349
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Shared by the probe scripts (probe_scan.py, probe_gram.py): build a seed variant into a shared
 library with the task's contract header, and time callables interleaved with the L2 flushed
-before every call (CUDA events; medians in us).  And (probe_window_parts.py, probe_round_trip.py)
+before every call (CUDA events; medians in us), and ``spread`` (IQR / 1.349).  And (probe_window_parts.py, probe_round_trip.py)
 the trusted side polling a runner's reply pipe instead of sleeping in ``select``."""
 from __future__ import annotations
 
@@ -17,6 +17,16 @@ from pathlib import Path
 #: a device function reading %globaltimer (ns), for the probes' per-block or per-tile traces
 GTIMER = ("__device__ __forceinline__ unsigned long long gtimer() {\n"
           "    unsigned long long t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); return t;\n}\n")
+
+
+def spread(xs) -> float:  # type: ignore[no-untyped-def]
+    """The robust standard deviation of ``xs``: IQR / 1.349 (0 for fewer than two values), as
+    profile.Calibration takes the overhead's."""
+    xs = list(xs)
+    if len(xs) < 2:
+        return 0.0
+    q = statistics.quantiles(xs, n=4)
+    return (q[2] - q[0]) / 1.349
 
 
 def build(task, source: str, folder: Path, name: str) -> ctypes.CDLL:  # type: ignore[no-untyped-def]

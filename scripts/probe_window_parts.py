@@ -7,14 +7,13 @@ the Python runner, its reply, SIGSTOP), the runner's own ``host_ms`` inside it, 
 Variant ``spin``: the trusted side polls the reply pipe instead of sleeping in ``select``.
 Twenty-sixth session, NVIDIA H200: the round trip less host_ms was 250-320 us with a spread of
 43-88 us, nearly all of the window's spread (63-93 us); the flush's spread 3.7-5.5 us."""
-import statistics
 import sys
 import time
 
 import numpy as np
 
 from evo_fsr.runner import harness
-from probe_tools import polling_await  # the scripts folder is the path's first entry
+from probe_tools import polling_await, spread  # the scripts folder is the path's first entry
 from evo_fsr.types import Candidate
 from evo_fsr.verdict import bench as benchmod
 from evo_fsr.verdict.evaluate import Evaluator
@@ -52,11 +51,6 @@ spin_await = polling_await(_await)
 
 
 CupyMemory.flush_l2, harness.RunnerProcess.send, benchmod.timed_batch = flush, send, timed
-
-
-def spread(xs):
-    q = statistics.quantiles(xs, n=4)
-    return (q[2] - q[0]) / 1.349
 
 
 honest = v3.honest_source(next(c for c in v3.build_cases() if c.name.startswith("forges_within")))

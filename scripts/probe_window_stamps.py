@@ -49,6 +49,7 @@ from evo_fsr.verdict import timed_window  # noqa: E402
 from evo_fsr.verdict.evaluate import Evaluator  # noqa: E402
 from tests.adversarial.test_adversarial_v2_gpu import config  # noqa: E402
 from probe_rounds import case_args  # noqa: E402  (the scripts folder is the path's first entry)
+from probe_tools import spread  # noqa: E402
 
 #: (anchor in runner.py, what replaces it): the stamps of a call, returned in its reply
 RUNNER_PATCHES = (
@@ -141,6 +142,7 @@ def install(stamps: Stamps, current: dict[str, str]) -> Callable[[], None]:
 
     def restore() -> None:
         timed_window.time = time
+        shutil.rmtree(harness.RUNNER_SCRIPT.parent, ignore_errors=True)
         harness.RUNNER_SCRIPT = real_script
         harness.RunnerProcess.post, harness.RunnerProcess.await_mark = real_post, real_mark
         benchmod.timed_batch = sessionmod.timed_batch = real_batch
@@ -166,13 +168,6 @@ def report(by_role: dict[str, list[dict[str, float]]]) -> None:
 def finite(values: Any) -> list[float]:
     """The values that were stamped (a window without its mark has no ``seen``)."""
     return [v for v in values if v is not None and math.isfinite(v)]
-
-
-def spread(xs: list[float]) -> float:
-    if len(xs) < 2:
-        return 0.0
-    q = statistics.quantiles(xs, n=4)
-    return (q[2] - q[0]) / 1.349
 
 
 def main() -> int:
