@@ -45,6 +45,9 @@
 #                                                          # (probe_rounds.py: pool drift; rounds.json to replay)
 #   [CASES="a b" REPS=2] scripts/gpu_checks.sh stamps  # every step of a batched window on the clock both
 #                                                          # processes share, per role (probe_window_stamps.py)
+#   [SETUPS=default,stack:256] scripts/gpu_checks.sh switch  # what a kernel waits when another process
+#                                                          # used the GPU last: a window's two context
+#                                                          # changes (probe_context_switch.py, ~10 s)
 #   TASK=t VARIANTS="..." [BATCH=1,8] scripts/gpu_checks.sh inproc  # the same variants and the library timed alike in one
 #                                                          # process: no runner, no IPC, no window (probe_inproc.py)
 #   TASKS="a b" BUDGET_S=560 scripts/gpu_checks.sh evolve  # issue 13: a no-LLM evolve run per task
@@ -263,6 +266,12 @@ stamps)
     timeout "${LIMIT_S:-300}" python3 scripts/probe_window_stamps.py --cases ${CASES:-replies_before_its_calls_are_done} \
         --reps "${REPS:-2}" --limit-s "$(( ${LIMIT_S:-300} - 80 ))" --out "$out" 2>&1 | grep -v Warning \
         | tee "$out/stamps.log" | tail -n 80
+    ;;
+switch)
+    # ~140 us each way on an H200 (forty-third session), the same whatever the runner's context holds
+    step "a kernel after another process's, per gap and per setup of the second process's context"
+    timeout "${LIMIT_S:-120}" python3 scripts/probe_context_switch.py --reps "${REPS:-200}" \
+        --setups "${SETUPS:-default,stack:256,stack:65536,alloc:40,streams:16}" 2>&1 | tee "$out/switch.log"
     ;;
 inproc)
     # a diagnostic beside `variants`: how much of a gap to the library is the kernel, how much the verdict's timing

@@ -16,7 +16,8 @@ start:
   runner    recv (its command line read), t0 (its events start: json, arguments and a device
             synchronize done), launched (every launch returned), marked (the mark enqueued),
             synced (its device-wide synchronize returned), t1 (its stream synchronize returned)
-  GPU       event: the runner's claim (start .. end event), placed from t0
+  GPU       event: the runner's claim (start .. end event), placed from t0 (the start event runs
+            ~140 us after t0, when the GPU has changed contexts: probe_context_switch.py)
 
 The runner is a patched copy of runner.py (probe only: stamps in its reply, nothing else
 changed).  Each rep starts a fresh Evaluator with the adversarial suites' settings, judges the

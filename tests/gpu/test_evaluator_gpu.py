@@ -72,9 +72,12 @@ def test_work_on_another_stream_is_charged(conv: Evaluator) -> None:
 def test_every_seed_of_every_task_is_correct(task_name: str) -> None:
     task = get_task(task_name)
     ev = Evaluator(task, EvalConfig(profile=False, validation_seeds=2))
-    for name, source in task.seeds().items():
-        result = ev.evaluate(Candidate(task=task_name, source=source, label=name))
-        assert result.status is Status.OK, f"{task_name}/{name}: {result.summary}\n{result.log('run')[-2000:]}"
+    try:        # closed: an evaluator left open keeps its runners' CUDA contexts to the session's end
+        for name, source in task.seeds().items():
+            result = ev.evaluate(Candidate(task=task_name, source=source, label=name))
+            assert result.status is Status.OK, f"{task_name}/{name}: {result.summary}\n{result.log('run')[-2000:]}"
+    finally:
+        ev.close()
 
 
 def test_the_l2_flush_evicts_a_buffer_written_before_it() -> None:

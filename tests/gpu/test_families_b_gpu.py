@@ -14,6 +14,7 @@ import ctypes
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -260,6 +261,28 @@ CASES = shard([(task, seed, i) for (task, seed), combos in COMBOS.items() for i 
 _evaluators: dict[str, Evaluator] = {}
 
 
+def _evaluator(task: str) -> Evaluator:
+    """The task's evaluator, one open at a time (CASES are in task order): each holds runner
+    processes with a CUDA context, and nine tasks' of them in each of three processes beside six
+    other test groups ran an H200 to 106 contexts and into `cudaSetDevice` out of memory
+    (forty-third session: 21 tests failed at runner start-up, all passing when run again alone)."""
+    if task not in _evaluators:
+        close_evaluators()
+        _evaluators[task] = Evaluator(task, EvalConfig(profile=False, validation_seeds=2))
+    return _evaluators[task]
+
+
+def close_evaluators() -> None:
+    while _evaluators:
+        _evaluators.popitem()[1].close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_at_end() -> Iterator[None]:
+    yield
+    close_evaluators()
+
+
 def _variant(task: str, seed: str, index: int) -> str:
     source = get_task(task).seeds()[seed]
     return source if index == 0 else set_knobs(source, COMBOS[(task, seed)][index - 1])
@@ -267,9 +290,7 @@ def _variant(task: str, seed: str, index: int) -> str:
 
 @pytest.mark.parametrize("task, seed, index", CASES)
 def test_family_combination_validates(task: str, seed: str, index: int) -> None:
-    if task not in _evaluators:
-        _evaluators[task] = Evaluator(task, EvalConfig(profile=False, validation_seeds=2))
-    result = _evaluators[task].evaluate(Candidate(task=task, source=_variant(task, seed, index),
+    result = _evaluator(task).evaluate(Candidate(task=task, source=_variant(task, seed, index),
                                                   label=f"{seed}#{index}"))
     assert result.status is Status.OK, f"{task}/{seed}#{index}: {result.summary}\n{result.log('run')[-2000:]}"
 
