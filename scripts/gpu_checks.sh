@@ -90,7 +90,9 @@ tests)
     nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader -l 5 > "$out/memory.csv" 2>/dev/null &
     smi=$!
     # and how many processes hold a CUDA context (each costs GPU memory of its own; the
-    # thirty-eighth session saw 43 context failures at a lower peak of memory than 13 had)
+    # thirty-eighth session saw 43 context failures at a lower peak of memory than 13 had; the
+    # forty-third found the cause: test files that kept every evaluator's runners open, 106
+    # contexts at the end; with them closed, 35 and no failure)
     while :; do nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | wc -l; sleep 2; done \
         > "$out/contexts.csv" &
     ctx=$!
