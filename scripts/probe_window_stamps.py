@@ -13,8 +13,8 @@ start:
 
   trusted   sent (loads issued, L2 flushed), posted (the command written), seen (the completion
             mark read), ended (the outputs copied: the window's end)
-  runner    recv (its command line read), t0 (its events start: json, arguments and a device
-            synchronize done), launched (every launch returned), marked (the mark enqueued),
+  runner    recv (its command line read), args (json and the calls' arguments done), t0 (its
+            events start: a device synchronize after args), launched (every launch returned), marked (the mark enqueued),
             synced (its device-wide synchronize returned), t1 (its stream synchronize returned)
   GPU       event: the runner's claim (start .. end event), placed from t0 (the start event runs
             ~140 us after t0, when the GPU has changed contexts: probe_context_switch.py)
@@ -56,6 +56,8 @@ from probe_tools import spread  # noqa: E402
 RUNNER_PATCHES = (
     ("    for line in commands:\n        msg = json.loads(line)\n",
      "    for line in commands:\n        _STAMPS['recv'] = time.perf_counter()\n        msg = json.loads(line)\n"),
+    ("        calls = self._call_args(msg)\n        rt.device_synchronize()\n",
+     "        calls = self._call_args(msg)\n        _STAMPS['args'] = time.perf_counter()\n        rt.device_synchronize()\n"),
     ("        rt.event_record(self.end, stream)\n        if rc == 0:\n",
      "        _STAMPS['launched'] = time.perf_counter()\n        rt.event_record(self.end, stream)\n        if rc == 0:\n"),
     ("            self.mark(msg, [msg[\"slot\"], *msg.get(\"more\", [])])\n        rt.device_synchronize()",
@@ -67,8 +69,8 @@ RUNNER_PATCHES = (
     ("_STARTED = time.perf_counter()", "_STARTED = time.perf_counter()\n_STAMPS: dict = {}"),
 )
 TRUSTED = ("sent", "posted", "seen", "ended")
-RUNNER = ("recv", "t0", "launched", "marked", "synced", "t1")
-GAPS = (("sent", "start"), ("posted", "sent"), ("recv", "posted"), ("t0", "recv"), ("launched", "t0"),
+RUNNER = ("recv", "args", "t0", "launched", "marked", "synced", "t1")
+GAPS = (("sent", "start"), ("posted", "sent"), ("recv", "posted"), ("args", "recv"), ("t0", "args"), ("launched", "t0"),
         ("gpu_end", "t0"), ("marked", "launched"), ("synced", "gpu_end"), ("seen", "gpu_end"),
         ("ended", "seen"), ("t1", "synced"), ("ended", "start"))
 
