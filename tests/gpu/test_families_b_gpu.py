@@ -263,9 +263,9 @@ _evaluators: dict[str, Evaluator] = {}
 
 def _evaluator(task: str) -> Evaluator:
     """The task's evaluator, one open at a time (CASES are in task order): each holds runner
-    processes with a CUDA context, and nine tasks' of them in each of three processes beside six
-    other test groups ran an H200 to 106 contexts and into `cudaSetDevice` out of memory
-    (forty-third session: 21 tests failed at runner start-up, all passing when run again alone)."""
+    processes with a CUDA context, and every task's evaluator kept open, in three processes
+    beside six other test groups, ran an H200 to 106 contexts and into `cudaSetDevice` out of
+    memory (forty-third session: 21 tests failed at runner start-up; each passed when run again)."""
     if task not in _evaluators:
         close_evaluators()
         _evaluators[task] = Evaluator(task, EvalConfig(profile=False, validation_seeds=2))
@@ -291,7 +291,7 @@ def _variant(task: str, seed: str, index: int) -> str:
 @pytest.mark.parametrize("task, seed, index", CASES)
 def test_family_combination_validates(task: str, seed: str, index: int) -> None:
     result = _evaluator(task).evaluate(Candidate(task=task, source=_variant(task, seed, index),
-                                                  label=f"{seed}#{index}"))
+                                                 label=f"{seed}#{index}"))
     assert result.status is Status.OK, f"{task}/{seed}#{index}: {result.summary}\n{result.log('run')[-2000:]}"
 
 
