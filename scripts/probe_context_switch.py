@@ -137,8 +137,10 @@ def measure(setup: str, gaps: list[float], reps: int, fn: object, word: object) 
         proc.stdin.flush()  # type: ignore[union-attr]
         return float(proc.stdout.readline())  # type: ignore[union-attr]
 
-    alone_a = [(_launch_to_sync_us(fn, word), spin_us(50))[0] for _ in range(reps)]
-    alone_b = []
+    alone_a, alone_b = [], []
+    for _ in range(reps):
+        alone_a.append(_launch_to_sync_us(fn, word))
+        spin_us(50)
     for _ in range(reps):
         alone_b.append(b_turn())
         spin_us(50)

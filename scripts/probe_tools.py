@@ -1,7 +1,8 @@
 """Shared by the probe scripts (probe_scan.py, probe_gram.py): build a seed variant into a shared
 library with the task's contract header, and time callables interleaved with the L2 flushed
-before every call (CUDA events; medians in us), and ``spread`` (IQR / 1.349).  And (probe_window_parts.py, probe_round_trip.py)
-the trusted side polling a runner's reply pipe instead of sleeping in ``select``."""
+before every call (CUDA events; medians in us).  ``spread`` (IQR / 1.349), the probes' one
+robust spread.  And (probe_window_parts.py, probe_round_trip.py) the trusted side polling a
+runner's reply pipe instead of sleeping in ``select``."""
 from __future__ import annotations
 
 import ctypes
