@@ -23,6 +23,9 @@ from .stages import Stop, Verdict
 from .validate import check_call
 from .windows import enough_windows, interleaved_windows
 
+#: serving seconds under which a runner's CPU share is not judged (``/proc``'s ticks are 10 ms)
+MIN_SERVING_S = 0.05
+
 
 class TimingStage:
     """Session's benchmark stage (a mixin: the attributes and plumbing are Session's)."""
@@ -76,6 +79,9 @@ class TimingStage:
                                              ratio_reference=tuple(sb.calibration) if sb.fast_twin else ()))
         self.stages.count("charged_shapes", charged)
         self.stages.count("unsettled", self.runner.unsettled)     # a thread still ran after its stop
+        host = self._host_threads()
+        if host is not None:
+            return Verdict(Status.FLAGGED, host, "flagged:host-threads", timings=tuple(timings))
         flagged = [f"{t.shape_label}: {flag}" for t in timings for flag in t.flags]
         if flagged:
             self.stages.logs.append(("profile", "\n".join(flagged)))
@@ -84,6 +90,20 @@ class TimingStage:
         geomean = geometric_mean([t.speedup for t in timings])
         return Verdict(Status.OK, f"correct; {geomean:.3g}x geomean speedup over naive on {len(timings)} shapes",
                        timings=tuple(timings))
+
+    def _host_threads(self) -> str | None:
+        """Why the candidate's runner took more of the host's CPU while it served than one thread
+        does (runner/host_usage.py: threads of its own kept every core awake through its windows),
+        or None.  Its whole life since its start-up reply (a fresh pool's runner: since its own)."""
+        usage = self.runner.usage()
+        self.stages.seconds["runner_cpu"] = usage.cpu_s
+        self.stages.seconds["runner_serving"] = usage.serving_s
+        if usage.serving_s < MIN_SERVING_S or usage.cores <= self.cfg.serving_cores_limit:
+            return None
+        return (f"timing not credible: the candidate's runner kept {usage.describe()} of the host busy while it "
+                f"served commands, over the {self.cfg.serving_cores_limit:g} an honest runner's one thread stays "
+                f"under (threads of its own keep the host's cores awake, which shortens the host steps of its "
+                f"windows against the twin's and the baseline's)")
 
     def _timing_round(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, baseline: RunnerProcess,
                       windows: int, least: int) -> tuple[list[profile.CallTimes], list[profile.CallTimes]]:

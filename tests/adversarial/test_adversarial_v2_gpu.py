@@ -126,10 +126,12 @@ def credit_note(result: EvalResult) -> str:
     hangs on."""
     if not result.timings:
         return ""
-    counters = dict(result.counters)
+    counters, seconds = dict(result.counters), dict(result.stage_seconds)
     terms = ",".join(t.credited_by for t in result.timings)
+    cores = (f", host cores {seconds['runner_cpu'] / seconds['runner_serving']:.2f}"
+             if seconds.get("runner_serving") else "")
     return (f"  [{terms}; charged {counters.get('charged_shapes', 0)}, "
-            f"fresh pools {counters.get('fresh_pools', 0)}]")
+            f"fresh pools {counters.get('fresh_pools', 0)}{cores}]")
 
 
 def check_outcome(name: str, expected: str, result: EvalResult, honest: Callable[[], EvalResult]) -> None:
