@@ -34,7 +34,7 @@ from typing import Any
 
 from . import protocol
 from .command_pipes import FEW_CORES
-from .host_usage import ServingUsage, process_cpu_s
+from .host_usage import CpuClock
 from .protocol import GATE_PAGE_BYTES, MARK_OFFSET, MAX_REPLY_BYTES, RUNNER_FILES, ProtocolError
 from .sandbox import (SandboxPolicy, confine_policy, kill_group, report_confinement,
                       spawn_sandboxed)
@@ -108,12 +108,10 @@ class RunnerProcess:
             os.close(cmd_r)
             os.close(reply_w)
             os.close(gate_fd)
+        self.cpu = CpuClock(self.proc.pid)   # its threads' CPU, read around every timed window (host_usage.py)
         self._buffer = b""
         self._stopped = False             # SIGSTOP sent since the last command (``settle`` awaits it)
         self.unsettled = 0                # settles that timed out with a thread still running
-        self._serving_s = 0.0             # seconds continued, summed (``usage``)
-        self._continued_at = 0.0
-        self._cpu_at_ready = 0.0
         self.started = time.perf_counter()
         self.startup_ms: dict[str, float] = {}    # the runner's own start-up phases (init reply)
         self._init = self._command({"op": protocol.INIT, "gate_fd": gate_fd})
@@ -166,8 +164,6 @@ class RunnerProcess:
             self.startup_ms = {str(k): float(v) for k, v in reply.get("startup_ms", {}).items()}
             self._ready = True
             self._stop()
-            self.settle()
-            self._cpu_at_ready = process_cpu_s(self.proc.pid) or 0.0
 
     # -- stopped between commands (module docstring) ------------------------------------------
     def _signal(self, sig: signal.Signals) -> None:
@@ -179,23 +175,12 @@ class RunnerProcess:
     def _stop(self) -> None:
         """SIGSTOP the runner's process group (a reply has come); ``settle`` awaits the stop."""
         self._signal(signal.SIGSTOP)
-        if not self._stopped and self._continued_at:
-            self._serving_s += time.perf_counter() - self._continued_at
         self._stopped = True
 
     def _continue(self) -> None:
         if self._stopped:
-            self._continued_at = time.perf_counter()
             self._signal(signal.SIGCONT)
             self._stopped = False
-
-    def usage(self) -> ServingUsage:
-        """The CPU its process has used since its start-up reply, and the seconds it has been
-        continued since (host_usage.py: an honest runner serves with one thread).  Settled
-        first, so that no thread of it still runs as it is read."""
-        self.settle()
-        cpu_s = process_cpu_s(self.proc.pid)
-        return ServingUsage(max(0.0, (cpu_s or self._cpu_at_ready) - self._cpu_at_ready), self._serving_s)
 
     def running_threads(self) -> list[int]:
         """The runner's threads that are neither stopped nor gone (``/proc/<pid>/task``)."""

@@ -1,69 +1,67 @@
-"""What a runner's threads spend of the host's CPU while it serves commands.
+"""What a runner's threads spend of the host's CPU inside its timed windows.
 
 A runner runs only while it serves a command (harness.py stops its group between commands), and
 an honest one serves with one thread: the runner's Python, which spins on its command pipe and in
-the device synchronizes.  A candidate's library can start threads of its own, and one per core
-kept spinning while its runner serves (suite v4, ``keeps_the_host_awake_through_its_windows``)
-keeps every core of the host out of its idle states through the candidate's windows: the trusted
-side's host steps inside them run faster than in the twin's and the baseline's windows, whose
-overhead is the one subtracted, and that difference is credited to the candidate (x1.68 against
-the honest seed's x1.43 on an H200).  ``ServingUsage.cores`` is the CPU the runner's process
-took per second of serving; the timing stage sets a candidate aside when it is over
-``EvalConfig.serving_cores_limit`` (timing_stage.py).
+the device synchronizes, through the whole of every window.  A candidate's library can start
+threads of its own, and one per core kept spinning while its runner serves (suite v4,
+``keeps_the_host_awake_through_its_windows``) keeps every core of the host out of its idle states
+through the candidate's windows: the trusted side's host steps inside them run faster than in the
+twin's and the baseline's windows, whose overhead is the one subtracted, and that difference is
+credited to the candidate (x1.68 against the honest seed's x1.43 on an H200).
 
-The CPU time is the process's, from ``/proc/<pid>/stat`` (every thread's, those gone included,
-in clock ticks), or the sum of its live threads' ``schedstat`` (nanoseconds) where that is more.
+Each timed window reads the runner process's CPU clock as it opens and as it closes
+(``CallTimes.runner_cpu_ms``, timed_window.py), both outside the window's own clock; ``crowded``
+is what the timing stage sets a candidate aside for: more than ``CROWDED_SHARE`` of one shape's
+windows with more than ``EvalConfig.window_cores_limit`` CPU seconds per window second.  Per
+window and per shape, not over the runner's life: serving time a runner stretches at no CPU (a
+reply held back after its calls' completion mark, slow untimed or outlying calls) would dilute a
+lifetime average, and a shape whose median windows were all crowded would hide among other shapes.
+
+The clock is the process's CPU clock (``clock_gettime`` on ``MAKE_PROCESS_CPUCLOCK(pid,
+CPUCLOCK_SCHED)``: every thread's time, those gone included, in nanoseconds; Linux lets any
+process read it, about 1 us a read).
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+import ctypes
+import time
+from typing import Sequence
 
-_TICK_S = 1.0 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+#: a shape's windows that may read over the limit (outliers: a driver thread's work in a window)
+#: before the candidate is set aside; a spinner must be in more than half of them to move a median
+CROWDED_SHARE = 0.25
 
+class CpuClock:
+    """The CPU nanoseconds process ``pid`` has used so far, all its threads; -1 where the clock
+    cannot be read (no ``/proc`` fallback: its user and system times come in 10 ms ticks, several
+    times a short window, which would read an honest window as many cores or none)."""
 
-@dataclass(frozen=True)
-class ServingUsage:
-    """A runner's CPU seconds and its serving seconds (continued to stopped) over one span."""
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED): ((~pid) << 3) | 2, a 32-bit clockid_t
+        self.clock_id = ctypes.c_int32(((~pid) << 3) | 2).value
 
-    cpu_s: float
-    serving_s: float
-
-    @property
-    def cores(self) -> float:
-        """CPU seconds per serving second (0 when it has not served)."""
-        return self.cpu_s / self.serving_s if self.serving_s > 0 else 0.0
-
-    def describe(self) -> str:
-        return f"{self.cores:.2f} cores ({self.cpu_s * 1e3:.0f} ms of CPU in {self.serving_s * 1e3:.0f} ms of serving)"
-
-
-def process_cpu_s(pid: int) -> float | None:
-    """CPU seconds the process ``pid`` has used, user and system, all its threads; None when it
-    is gone or ``/proc`` cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[-1].split()      # the name may hold ") "
-        ticks_s = (int(fields[11]) + int(fields[12])) * _TICK_S    # utime, stime (fields 14 and 15)
-    except (OSError, IndexError, ValueError):
-        return None
-    return max(ticks_s, _live_threads_s(pid))
-
-
-def _live_threads_s(pid: int) -> float:
-    """The sum of the live threads' time on a CPU (``schedstat``'s first field, ns)."""
-    total_ns = 0
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return 0.0
-    for tid in tids:
+    def ns(self) -> int:
         try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                total_ns += int(f.read().split()[0])
-        except (OSError, IndexError, ValueError):
-            continue                    # the thread is gone, or no schedstat on this kernel
-    return total_ns * 1e-9
+            return time.clock_gettime_ns(self.clock_id)
+        except (OSError, AttributeError):     # gone, or no such clock on this platform
+            return -1
 
 
-__all__ = ["ServingUsage", "process_cpu_s"]
+def window_cores(runner_cpu_ms: float, window_ms: float) -> float | None:
+    """CPU seconds per second of a window (None: not read)."""
+    return runner_cpu_ms / window_ms if runner_cpu_ms >= 0 and window_ms > 0 else None
+
+
+def crowded(cores: Sequence[float | None], limit: float) -> str | None:
+    """Why one shape's windows (their ``window_cores``) set the candidate aside, or None."""
+    read = [c for c in cores if c is not None]
+    over = [c for c in read if c > limit]
+    if not read or len(over) <= CROWDED_SHARE * len(read):
+        return None
+    median = sorted(read)[len(read) // 2]
+    return (f"{len(over)} of {len(read)} windows took over {limit:g} of the host's cores (median {median:.2f}, "
+            f"most {max(read):.2f})")
+
+
+__all__ = ["CROWDED_SHARE", "CpuClock", "crowded", "window_cores"]

@@ -50,9 +50,9 @@ LIVE_LOG_WAIT_S = 0.02      # for the output of a runner killed after its last r
 FRESH_POOL_ENV = "EVO_FSR_FRESH_POOL_RETIME"
 #: ``EvalConfig.chain_windows`` off from the environment (``0``: the probes' comparisons)
 CHAIN_WINDOWS_ENV = "EVO_FSR_CHAIN_WINDOWS"
-#: an honest runner serves with one thread (runner/host_usage.py); the rest is room for the CUDA
-#: driver's own threads
-SERVING_CORES_LIMIT = 1.5
+#: an honest runner serves with one thread through its windows (runner/host_usage.py); the rest
+#: is room for the CUDA driver's own threads
+WINDOW_CORES_LIMIT = 1.5
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,9 @@ class EvalConfig:
                                               # (chain.py; EVO_FSR_CHAIN_WINDOWS=0: one call a window)
     chain_twin_source: str | None = None      # the chained shapes' calibration twin (None: the task's
                                               # chain_twin seed; "" or no seed declared: the baseline)
-    serving_cores_limit: float = SERVING_CORES_LIMIT  # host CPU per second of serving a candidate's runner
-                                              # may take (runner/host_usage.py); over it: flagged:host-threads
+    window_cores_limit: float = WINDOW_CORES_LIMIT  # host CPU per window second a candidate's runner may take
+                                              # (runner/host_usage.py); over it in more than a quarter of one
+                                              # shape's windows: flagged:host-threads
 
 
 def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult,

@@ -80,6 +80,9 @@ class CallTimes:
     # the window ended at the calls' completion mark (completion.py); False: at the runner's
     # reply (no mark, or one whose hash was not that of the outputs copied)
     marked: bool = True
+    # the runner process's CPU from just before the window opened to just after it closed, every
+    # thread's (runner/host_usage.py; -1: not read)
+    runner_cpu_ms: float = -1.0
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     if gate is not None:
         gate()
     runner.wake()                   # running, not asleep, when the command comes (command_pipes.SPIN_S)
+    cpu_ns = runner.cpu.ns()        # its threads' CPU from here to the window's end (runner/host_usage.py)
     start = time.perf_counter()
     for slot, values in zip(slots, inputs, strict=True):
         slot.load(values, wait=False)
@@ -66,7 +67,7 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
                                "mark": key}
     if len(slots) > 1:
         message["more"] = [slot.name for slot in slots[1:]]
-    return _close_window(runner, slots, message, start, timeout_s, copied_inside=len(slots), key=key)
+    return _close_window(runner, slots, message, (start, cpu_ns), timeout_s, copied_inside=len(slots), key=key)
 
 
 def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int, timeout_s: float,
@@ -96,6 +97,7 @@ def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int
                                "more": [slot.name for slot in slots[1:]], "mark": key}
     armed = runner.send(message, timeout_s)
     runner.settle()                 # nothing of the runner's host runs as the window opens
+    cpu_ns = runner.cpu.ns()
     start = time.perf_counter()
     runner.set_gate(seed)           # opened in every case: a gate left closed would hold the GPU
     if call_error(armed) is not None:
@@ -103,12 +105,15 @@ def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int
     if not armed["complete"]:
         log.warning("a chained window of %d calls was not all enqueued within the arm's reply; the rest is "
                     "enqueued inside the window", len(slots))
-    return _close_window(runner, slots, {"op": "finish"}, start, timeout_s, copied_inside=1, key=key)
+    return _close_window(runner, slots, {"op": "finish"}, (start, cpu_ns), timeout_s, copied_inside=1, key=key)
 
 
-def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, Any], start: float, timeout_s: float,
-                  copied_inside: int, key: int) -> tuple[dict[str, Any], CallTimes | None, list[dict[str, Any]] | None]:
-    """Send the command that ends a window opened at ``start``; the window ends once the calls'
+def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, Any], opened: tuple[float, int],
+                  timeout_s: float, copied_inside: int,
+                  key: int) -> tuple[dict[str, Any], CallTimes | None, list[dict[str, Any]] | None]:
+    """Send the command that ends a window opened at ``opened`` (the trusted clock, and the
+    runner's CPU clock read just before it: ``CallTimes.runner_cpu_ms`` is the runner's CPU
+    from there to the window's end, read just after it); the window ends once the calls'
     completion mark of ``key`` (completion.py) is in the gate's page and the last
     ``copied_inside`` slots' outputs, which it covers, are copied (a chained window's others
     after it: each was hashed into the next call's inputs, so one changed after the hand-over is
@@ -119,22 +124,28 @@ def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, A
     outputs that changed after their copy (found by copying them once more once the runner has
     settled) are taken from that copy, the window timed to it (``CallTimes.marked`` False)."""
     memory = slots[0].memory
+    start, cpu_at_start = opened
     inside = len(slots) - copied_inside
     deadline = time.monotonic() + timeout_s
     places = [slot.output_places() for slot in slots[inside:]]      # the copies' arrays, made before the command
 
-    def copy_out(into: list[dict[str, Any]] | list[None]) -> tuple[list[dict[str, Any]], float]:
+    def copy_out(into: list[dict[str, Any]] | list[None]) -> tuple[list[dict[str, Any]], tuple[float, int]]:
         """The last ``copied_inside`` slots' outputs copied (into ``into``'s arrays where given),
-        awaited, and the moment they were."""
+        awaited, and the moment they were (``closed``)."""
         taken = [{} for _ in slots[:inside]] + [slot.take_outputs(i) for slot, i in zip(slots[inside:], into)]
         memory.synchronize()
-        return taken, time.perf_counter()
+        return taken, closed()
+
+    def closed() -> tuple[float, int]:
+        """The window's end on the trusted clock, then the runner's CPU clock."""
+        now = time.perf_counter()
+        return now, runner.cpu.ns()
 
     sent = time.perf_counter()
     command = runner.post(message)
     digest = runner.await_mark(key, timeout_s)
     marked = digest is not None
-    captured, ended = copy_out(places) if marked else ([], 0.0)
+    captured, ended = copy_out(places) if marked else ([], (0.0, -1))
     reply = runner.collect(command, max(0.0, deadline - time.monotonic()))
     if call_error(reply) is not None:
         return reply, None, None
@@ -150,15 +161,17 @@ def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, A
         log.debug("outputs changed after the window's copy: the window is timed to their copy once settled")
         marked = False
         captured[inside:] = again
-        ended = time.perf_counter()
+        ended = closed()
     for taken, slot in zip(captured, slots):
         if not taken:
             taken.update(slot.take_outputs())
         taken.update(slot.take_inputs())
     memory.synchronize()
+    end, cpu_at_end = ended
+    cpu_ms = (cpu_at_end - cpu_at_start) * 1e-6 if min(cpu_at_start, cpu_at_end) >= 0 else -1.0
     return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
-                            (ended - start) * 1e3, calls=len(slots), prep_ms=(sent - start) * 1e3,
-                            send_ms=(ended - sent) * 1e3, marked=marked), captured
+                            (end - start) * 1e3, calls=len(slots), prep_ms=(sent - start) * 1e3,
+                            send_ms=(end - sent) * 1e3, marked=marked, runner_cpu_ms=cpu_ms), captured
 
 
 def _same_bytes(xp: Any, a: dict[str, Any], b: dict[str, Any]) -> bool:

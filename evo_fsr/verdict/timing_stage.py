@@ -22,9 +22,7 @@ from .roofline import speed_of_light_ms
 from .stages import Stop, Verdict
 from .validate import check_call
 from .windows import enough_windows, interleaved_windows
-
-#: serving seconds under which a runner's CPU share is not judged (``/proc``'s ticks are 10 ms)
-MIN_SERVING_S = 0.05
+from ..runner.host_usage import crowded, window_cores
 
 
 class TimingStage:
@@ -34,6 +32,7 @@ class TimingStage:
         cfg, xp = self.cfg, self.bench.memory.xp
         timings: list[ShapeTiming] = []
         charged = 0
+        self.window_cores: dict[str, list[float | None]] = {}     # per shape (runner/host_usage.py)
         self._sweep()
         with self.stages.stage("quiet"):
             self.quiet()
@@ -81,6 +80,7 @@ class TimingStage:
         self.stages.count("unsettled", self.runner.unsettled)     # a thread still ran after its stop
         host = self._host_threads()
         if host is not None:
+            self.stages.logs.append(("profile", host))
             return Verdict(Status.FLAGGED, host, "flagged:host-threads", timings=tuple(timings))
         flagged = [f"{t.shape_label}: {flag}" for t in timings for flag in t.flags]
         if flagged:
@@ -92,18 +92,21 @@ class TimingStage:
                        timings=tuple(timings))
 
     def _host_threads(self) -> str | None:
-        """Why the candidate's runner took more of the host's CPU while it served than one thread
-        does (runner/host_usage.py: threads of its own kept every core awake through its windows),
-        or None.  Its whole life since its start-up reply (a fresh pool's runner: since its own)."""
-        usage = self.runner.usage()
-        self.stages.seconds["runner_cpu"] = usage.cpu_s
-        self.stages.seconds["runner_serving"] = usage.serving_s
-        if usage.serving_s < MIN_SERVING_S or usage.cores <= self.cfg.serving_cores_limit:
-            return None
-        return (f"timing not credible: the candidate's runner kept {usage.describe()} of the host busy while it "
-                f"served commands, over the {self.cfg.serving_cores_limit:g} an honest runner's one thread stays "
-                f"under (threads of its own keep the host's cores awake, which shortens the host steps of its "
-                f"windows against the twin's and the baseline's)")
+        """Why the candidate's runner took more of the host's CPU inside its windows than the one
+        thread an honest runner serves with (runner/host_usage.py: threads of its own kept the
+        host's cores awake through them), or None: judged shape by shape."""
+        cores = [c for per_shape in self.window_cores.values() for c in per_shape if c is not None]
+        if cores:
+            self.stages.seconds["window_cores_median"] = sorted(cores)[len(cores) // 2]
+            self.stages.seconds["window_cores_max"] = max(cores)
+        limit = self.cfg.window_cores_limit
+        for label, per_shape in self.window_cores.items():
+            why = crowded(per_shape, limit)
+            if why is not None:
+                return (f"timing not credible: on {label}, {why}; an honest runner serves with one thread, and "
+                        f"threads of its own that keep the host's cores awake shorten the host steps of its "
+                        f"windows against the twin's and the baseline's")
+        return None
 
     def _timing_round(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, baseline: RunnerProcess,
                       windows: int, least: int) -> tuple[list[profile.CallTimes], list[profile.CallTimes]]:
@@ -191,6 +194,7 @@ class TimingStage:
         chained window's: each call's inputs as the chain must have drawn them, chain.py)."""
         inputs, seed = sb.window_inputs(slots)
         times, captured = self._timed(slots, inputs, command_s, chain_seed=seed)
+        self.window_cores.setdefault(shape.label, []).append(window_cores(times.runner_cpu_ms, times.window_ms))
         if seed is not None:
             inputs = chained_inputs(self.task, inputs[0], captured, xp)
         with self.stages.stage("timed_check"):

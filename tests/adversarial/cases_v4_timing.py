@@ -381,9 +381,10 @@ static int adv_scaled_elapsed(float* ms, void* a, void* b) {
         "exit latency the host has (none where idle states are off): a probe, not a sure hole",
         honest=MC_HONEST, evidence=("adv-awake:",), unsound=BROKEN, x86_only=True)
         # H200 (2026-12-01): x1.68 against the honest seed's x1.43, 1.17x, over the 1.15x allowance; since the
-        # forty-fourth session the timing stage judges the runner's CPU per second of serving
-        # (runner/host_usage.py): flagged:host-threads at 9.83 cores, every other case and honest twin of
-        # suites v3 and v4 at 0.61-1.04 (H200, 2026-12-03)
+        # forty-fourth session the timing stage judges the runner's CPU (runner/host_usage.py): its first
+        # form, CPU over the runner's life per second of serving, flagged it at 9.83 cores, every other case
+        # and honest twin of suites v3 and v4 at 0.61-1.04 (H200, 2026-12-03); the form kept, per window and
+        # per shape, has not yet run on a GPU
 
 
 # -- forgery: only in the round that cannot be followed by a worse one -------------------------------------------

@@ -213,13 +213,16 @@ int launch(const float* x, float* y, int n, void* stream) {
 }
 """
 
-#: an honest relu that, from its first call on, keeps four host threads spinning while its runner
-#: serves (suite v4's keeps_the_host_awake_through_its_windows keeps one a core): more of the host's
-#: CPU than the one thread an honest runner serves with (runner/host_usage.py)
-SPINNERS = SPINNER.replace("pthread_t t; started = 1; pthread_create(&t, 0, spin, 0); pthread_detach(t);",
-                           "started = 1; for (int k = 0; k < 4; ++k) { pthread_t t; pthread_create(&t, 0, spin, 0); "
-                           "pthread_detach(t); }")
-assert SPINNERS != SPINNER
+#: SLOW_BASELINE's relu (2 ms asleep a call) that, from its first call on, keeps four host threads
+#: spinning while its runner serves (suite v4's keeps_the_host_awake_through_its_windows keeps one a
+#: core): more of the host's CPU inside its windows than the one thread an honest runner serves
+#: with (runner/host_usage.py)
+SPINNERS = SLOW_BASELINE.replace("#include <time.h>", "#include <time.h>\n#include <pthread.h>\n"
+                                 "static void* spin(void* arg) { volatile unsigned long n = 0; for (;;) ++n; return 0; }\n"
+                                 "static int started = 0;").replace(
+    "    struct timespec t", "    if (!started) { started = 1; for (int k = 0; k < 4; ++k) { pthread_t s; "
+    "pthread_create(&s, 0, spin, 0); pthread_detach(s); } }\n    struct timespec t")
+assert SPINNERS.count("pthread_create") == 1 and "nanosleep" in SPINNERS
 
 #: relu that leaves "GPU work" queued after its first benchmark-shape call, as a kernel launched
 #: between the runner's synchronize and its stop would keep running: on the fake device, a file

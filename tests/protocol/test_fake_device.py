@@ -411,31 +411,31 @@ def test_a_runner_runs_only_while_it_serves_a_command(evaluator, monkeypatch):
 
     import os
     monkeypatch.setattr(harness.RunnerProcess, "settle", settle_and_watch)
-    result = judge_with(evaluator, kernels.SPINNER, serving_cores_limit=100.0)    # its CPU while serving: below
+    result = judge_with(evaluator, kernels.SPINNER, window_cores_limit=100.0)    # its CPU in windows: below
     assert result.status is Status.OK, result.summary
     assert dict(result.counters).get("unsettled") == 0
     assert len(idle_ticks) == 4 and idle_ticks == [0, 0, 0, 0], idle_ticks
 
 
-def _serving_cores(result) -> float:
-    seconds = dict(result.stage_seconds)
-    return seconds["runner_cpu"] / seconds["runner_serving"]
+def _window_cores(result) -> float:
+    return dict(result.stage_seconds)["window_cores_median"]
 
 
-def test_threads_that_keep_the_host_busy_while_the_runner_serves_are_flagged(evaluator):
+def test_threads_that_keep_the_host_busy_through_the_windows_are_flagged(slow_evaluator):
     """Four spinning threads of the candidate's, which run only while its runner serves (the test
-    above), take more of the host than the one thread an honest runner serves with
-    (runner/host_usage.py; suite v4's host-awake spinner kept every core of an H200 out of its idle
-    states and read 1.17x its honest seed).  Fails if the timing stage does not judge the runner's
-    CPU share: the spinners' relu is correct and as fast as the honest one.  The limit is 1.1
-    cores here, not the default 1.5: this project's CPU machines have two cores, the trusted side
-    spins on one of them, and four spinners took ~1.4 there."""
-    honest = judge_with(evaluator, kernels.HONEST, serving_cores_limit=1.1)
+    above), take more of the host inside its windows than the one thread an honest runner serves
+    with (runner/host_usage.py; suite v4's host-awake spinner kept every core of an H200 out of its
+    idle states and read 1.17x its honest seed).  Fails if the timing stage does not judge the
+    runner's CPU inside its windows: the spinners' relu is correct and as fast as the honest one.
+    Both sleep 2 ms a call, and the limit is 0.6 cores here, not the default 1.5: this project's
+    CPU machines have two cores, the trusted side spins on one, and the spinners' windows read
+    ~0.9 there against the sleeper's ~0.15."""
+    honest = judge_with(slow_evaluator, kernels.SLOW_BASELINE, window_cores_limit=0.6)
     assert honest.status is Status.OK, honest.summary
-    assert 0.0 < _serving_cores(honest) <= 1.1
-    result = judge_with(evaluator, kernels.SPINNERS, serving_cores_limit=1.1)
+    assert 0.0 < _window_cores(honest) < 0.6
+    result = judge_with(slow_evaluator, kernels.SPINNERS, window_cores_limit=0.6)
     assert result.status is Status.FLAGGED and result.rejection == "flagged:host-threads", result.summary
-    assert _serving_cores(result) > 1.1 and "cores" in result.summary
+    assert _window_cores(result) > 0.6 and "host's cores" in result.summary
 
 
 def _populate_read_works() -> bool:

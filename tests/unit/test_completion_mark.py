@@ -4,6 +4,7 @@ mark is missing or does not match."""
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evo_fsr.runner.host_usage import CpuClock
 from evo_fsr.verdict import completion
 from evo_fsr.verdict.timed_window import timed_batch
 
@@ -110,6 +112,7 @@ class Runner:
     def __init__(self, slots: list[Slot], kind: str, late_write: bool = False) -> None:
         self.slots, self.kind, self.page, self.late_write = slots, kind, (0, 0), late_write
         self.settled = 0
+        self.cpu = CpuClock(os.getpid())       # this process stands in for the runner's
 
     def wake(self) -> None: ...
 
@@ -148,6 +151,7 @@ def test_a_window_ends_at_a_mark_that_matches_its_outputs() -> None:
     times, slots, _ = _window("right")
     assert times.marked and times.window_ms < REPLY_DELAY_S * 1e3 / 2, times
     assert [s.copies for s in slots] == [2, 2]      # in the window, and once more after the settle
+    assert 0.0 <= times.runner_cpu_ms <= times.window_ms * 1.5 + 0.5, times     # the runner's CPU, read around it
 
 
 @pytest.mark.parametrize("kind", ["wrong", "none"])
@@ -156,6 +160,7 @@ def test_a_window_without_a_matching_mark_is_timed_to_the_reply(kind: str) -> No
     reply, or if the outputs checked are not copied again after the reply."""
     times, slots, _ = _window(kind)
     assert not times.marked and times.window_ms >= REPLY_DELAY_S * 1e3, times
+    assert 0.0 <= times.runner_cpu_ms < times.window_ms / 2, times     # CPU, not wall: the reply's sleep is not in it
     assert [s.copies for s in slots] == ([3, 3] if kind == "wrong" else [2, 2])
 
 

@@ -1,4 +1,4 @@
-"""runner/host_usage.py: a process's CPU seconds read from /proc, and the serving share."""
+"""runner/host_usage.py: a process's CPU clock read from outside it, and the crowded-window rule."""
 from __future__ import annotations
 
 import subprocess
@@ -7,33 +7,42 @@ import time
 
 import pytest
 
-from evo_fsr.runner.host_usage import ServingUsage, process_cpu_s
+from evo_fsr.runner.host_usage import CROWDED_SHARE, CpuClock, crowded, window_cores
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+BUSY = ("import threading, time\n"
+        "def spin():\n"
+        "    end = time.perf_counter() + {s}\n"
+        "    while time.perf_counter() < end: pass\n"
+        "t = threading.Thread(target=spin); t.start(); t.join()\n"
+        "time.sleep(30)\n")
 
-BUSY = "import time\nend = time.perf_counter() + {s}\nwhile time.perf_counter() < end: pass\ntime.sleep(30)\n"
 
-
-def test_a_busy_process_reads_its_cpu_seconds_and_a_sleeping_one_none():
-    """Fails if the ticks are read from the wrong fields or scaled wrongly: a child that spins
-    0.4 s and then sleeps has used ~0.4 s, and a sleeping child almost nothing."""
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's process CPU clocks")
+def test_the_clock_counts_a_thread_that_is_gone_and_not_a_sleeping_process():
+    """Fails if the clock id is not the process's (say, a thread's, or the caller's own): a child
+    whose thread spun 0.4 s and ended has used ~0.4 s, a sleeping child almost nothing, and the
+    clock of a process that is gone reads -1."""
     busy = subprocess.Popen([sys.executable, "-c", BUSY.format(s=0.4)])
     idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        time.sleep(1.5)                                     # both started, the spin over
-        busy_s, idle_s = process_cpu_s(busy.pid), process_cpu_s(idle.pid)
-        assert busy_s is not None and idle_s is not None
-        assert 0.3 < busy_s < 1.0, busy_s                   # the spin, plus the interpreter's start
-        assert idle_s < 0.25 < busy_s - idle_s, (idle_s, busy_s)
+        time.sleep(1.5)                                     # both started, the spin over, its thread gone
+        busy_s, idle_s = CpuClock(busy.pid).ns() * 1e-9, CpuClock(idle.pid).ns() * 1e-9
+        assert 0.35 < busy_s < 1.2, busy_s                  # the spin, plus the interpreter's start
+        assert 0.0 <= idle_s < 0.3 and busy_s - idle_s > 0.3, (idle_s, busy_s)
     finally:
         for p in (busy, idle):
             p.kill()
             p.wait()
-    assert process_cpu_s(busy.pid) is None                  # gone
+    assert CpuClock(busy.pid).ns() == -1
 
 
-def test_serving_usage_cores():
-    usage = ServingUsage(cpu_s=0.9, serving_s=0.6)
-    assert usage.cores == pytest.approx(1.5)
-    assert ServingUsage(0.1, 0.0).cores == 0.0
-    assert "1.50 cores" in usage.describe() and "900 ms of CPU" in usage.describe()
+def test_window_cores_and_crowded_shapes():
+    assert window_cores(3.0, 2.0) == pytest.approx(1.5)
+    assert window_cores(-1.0, 2.0) is None and window_cores(1.0, 0.0) is None
+    honest = [1.0] * 12 + [2.0] * 3 + [None]               # a quarter over the limit at most: outliers
+    assert 3 <= CROWDED_SHARE * 15
+    assert crowded(honest, 1.5) is None
+    spinner = [1.0] * 11 + [9.8] * 5
+    why = crowded(spinner, 1.5)
+    assert why is not None and "5 of 16 windows" in why and "most 9.80" in why
+    assert crowded([None, None], 1.5) is None and crowded([], 1.5) is None

@@ -58,6 +58,7 @@ class StubSlot:
 class StubRunner:
     """A runner that replies at once and writes no completion mark (the window is timed to the reply)."""
     settled = 0
+    cpu = SimpleNamespace(ns=lambda: -1)      # its CPU clock, not read here (CallTimes.runner_cpu_ms -1)
 
     def wake(self) -> None: ...
 
