@@ -24,12 +24,14 @@ process read it, about 1 us a read).
 from __future__ import annotations
 
 import ctypes
+import statistics
 import time
 from typing import Sequence
 
 #: a shape's windows that may read over the limit (outliers: a driver thread's work in a window)
 #: before the candidate is set aside; a spinner must be in more than half of them to move a median
 CROWDED_SHARE = 0.25
+
 
 class CpuClock:
     """The CPU nanoseconds process ``pid`` has used so far, all its threads; -1 where the clock
@@ -59,9 +61,8 @@ def crowded(cores: Sequence[float | None], limit: float) -> str | None:
     over = [c for c in read if c > limit]
     if not read or len(over) <= CROWDED_SHARE * len(read):
         return None
-    median = sorted(read)[len(read) // 2]
-    return (f"{len(over)} of {len(read)} windows took over {limit:g} of the host's cores (median {median:.2f}, "
-            f"most {max(read):.2f})")
+    return (f"{len(over)} of {len(read)} windows took over {limit:g} of the host's cores "
+            f"(median {statistics.median(read):.2f}, most {max(read):.2f})")
 
 
 __all__ = ["CROWDED_SHARE", "CpuClock", "crowded", "window_cores"]

@@ -33,7 +33,8 @@ from .gpu_idle import IdleGate
 from .inputs import TimedInputs, make_case, reference, timed_case
 from .slot import Slot
 from .memory import TrustedMemory
-from .profile import FUSABLE_FLOOR_MS, CallTimes, batch_size, sizing_call_ms
+from .batching import FUSABLE_FLOOR_MS, batch_size, sizing_call_ms
+from .profile import CallTimes
 from .timed_window import call_error, timed_batch
 from .chain import CHAIN_CALLS, CHAIN_LIB, chained_inputs, drawn_inputs, eligible
 from .completion import MARK_LIB
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 
 #: Trusted baseline calls kept per shape for the calibration of the credited time.
 CALIBRATION_POOL = 64
-#: A launch-bound shape (timed one call to a window, ``profile.batch_size``) takes this many times
+#: A launch-bound shape (timed one call to a window, ``batching.batch_size``) takes this many times
 #: the calibration windows and the timed calls of another: its windows are short, and one
 #: standard error of a window (the slack a claim may hide in) is a large share of a ~20 us call
 #: unless the medians are taken over many (``EvalConfig.launch_bound_factor``).
@@ -244,7 +245,7 @@ class Workbench:
         noise only slows a round,
         and one slow round, kept for a whole run, once read cuDNN's stem at 0.18 ms instead of
         0.099 (1.94x "of library" for 1.36x).  The first time, also the shape's batch size
-        (``profile.batch_size``: from the window overhead of a few single calls and the library's
+        (``batching.batch_size``: from the window overhead of a few single calls and the library's
         time alone, else the speed-of-light floor; one call for a launch-bound shape, whose calls could
         fuse) and its extra buffer sets.  A launch-bound shape takes ``launch_bound_factor`` times
         ``calls`` calibration windows (``LAUNCH_BOUND_FACTOR``)."""

@@ -2,7 +2,7 @@
 on the GPU from a hash of the previous call's outputs, so that no call can start before the one
 ahead of it is done (``timed_window.chained_window``, ``runner.Runner.arm``).
 
-Why.  A launch-bound shape (speed-of-light time under ``profile.FUSABLE_FLOOR_MS``: topk's and
+Why.  A launch-bound shape (speed-of-light time under ``batching.FUSABLE_FLOOR_MS``: topk's and
 sort 2^20) was timed one call to a window, since a batch's k buffer sets all hold their inputs
 before its first launch, and a kernel could compute every call in the first.  But one call is a
 sliver of its window: on an H200 (thirty-first and thirty-second sessions, topk's quick shape) an

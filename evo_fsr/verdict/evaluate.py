@@ -36,7 +36,7 @@ from .bench import LAUNCH_BOUND_FACTOR, Workbench
 from .gpu import gpu_info_from_probe
 from .inputs import NP_DTYPES
 from .memory import TrustedMemory, make_memory
-from .profile import FUSABLE_FLOOR_MS
+from .batching import FUSABLE_FLOOR_MS
 from .roofline import speed_of_light_ms
 from .chain import CHAIN_LIB, chain_source
 from .completion import MARK_LIB, mark_source

@@ -42,10 +42,10 @@ the lower of the two ignores).  The pool holds the windows of the calibration ro
 (bench.py: a twin runner of the naive seed timed in the candidate's place, in the timing's
 pattern, before any candidate code runs); no window of a candidate's timing joins it.
 
-Short kernels are timed in batches (``batch_size``): a window holds k launches on k buffer sets,
+Short kernels are timed in batches (``batching.batch_size``): a window holds k launches on k buffer sets,
 each with its own fresh inputs and each checked, so the window's overhead and ``slack_ms`` are
 shared by k calls and what a forger hides per call is ``slack_ms / k``; but not launch-bound
-shapes (speed-of-light time under ``FUSABLE_FLOOR_MS``), whose k calls a kernel could compute in
+shapes (speed-of-light time under ``batching.FUSABLE_FLOOR_MS``), whose k calls a kernel could compute in
 the batch's first launch for about the price of one; those take ``bench.LAUNCH_BOUND_FACTOR``
 times the timed calls and the calibration windows instead, since one standard error of their
 windows (the runner's round trip: a spread of 63-81 us around an 18.5 us topk call on an H200)
@@ -247,45 +247,6 @@ def time_shape(timing_round: Round, pool: Sequence[CallTimes],
             fresh = list(fresh_pool()) if fresh_pool is not None else []
             calibration = strict_calibration(calibration, prior, baseline, fresh)
     return ShapeCalls(tuple(candidate), tuple(baseline), calibration, strict=strict, rounds=rounds)
-
-
-#: A shape whose speed-of-light time is below this is launch-bound: one call of it leaves the GPU
-#: mostly idle, so k calls fused into one launch cost about what one does (SECURITY.md, "work
-#: fused across the calls of a batch").  Such a shape is timed one call to a window.
-FUSABLE_FLOOR_MS = 0.005
-
-
-def batch_size(overhead_ms: float, expected_ms: float, most: int, floor_ms: float = 0.0,
-               fusable_floor_ms: float = FUSABLE_FLOOR_MS) -> int:
-    """Launches per window for a shape: enough that the launches take about as long as the
-    window's own overhead (``expected_ms``: a fast kernel's time, the library's or the
-    speed-of-light floor; candidate-independent, so no candidate can choose its batch).  The
-    overhead, its noise and the slack are then shared by ``k`` calls: a runner that forges its
-    times hides at most slack / k per call.
-
-    But a batch's k buffer sets all hold their inputs before its first launch, so a kernel can
-    compute every call in the first and return at once from the others; where one call leaves
-    the GPU idle that costs about one call (a 64K-element relu read 3.56x its honest twin,
-    H100).  Ordering the calls on the GPU costs 245-280 us a call however it is done (two CUDA
-    contexts time-slice; ``scripts/probe_batch_chain.py``), so a shape whose speed-of-light
-    time (``floor_ms``, 0: unknown) is under ``fusable_floor_ms`` (``FUSABLE_FLOOR_MS``; 0 for a
-    device whose floor means nothing, the CPU tests' fake) is not batched: there, fusing would pay
-    up to k times, while a forger at one call a window hides one slack, a few us."""
-    if most <= 1 or expected_ms <= 0 or overhead_ms <= expected_ms or 0 < floor_ms < fusable_floor_ms:
-        return 1
-    return max(1, min(most, math.ceil(overhead_ms / expected_ms)))
-
-
-def sizing_call_ms(library_ms: float, seed_call_ms: float, floor_ms: float) -> float:
-    """The call time ``batch_size`` shares a window's overhead between: the faster of the
-    library's call and the naive seed's (both trusted, neither the candidate's) where the library
-    was timed, else the speed-of-light floor.  The library alone sized monte_carlo's 2^24 by
-    torch's 0.267 ms call while the seeds take 35-49 us (H200, fortieth session): three calls to
-    a 0.744 ms overhead, so a runner forging its claims hid 8/3 times as much a call as at the
-    eight calls the suite (library off, sized by the floor) judged it at."""
-    if library_ms <= 0:
-        return floor_ms
-    return min(library_ms, seed_call_ms) if seed_call_ms > 0 else library_ms
 
 
 def window_ratio_floor_ms(candidate: Sequence[CallTimes], baseline: Sequence[CallTimes], base_ms: float) -> float:

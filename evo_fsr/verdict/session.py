@@ -6,7 +6,7 @@
    bitwise, or within the task's tolerance where the task says so (atomics reorder sums);
 3. benchmark: per shape, a warm-up window, then timed windows up to a cap until their own median
    has spent the time budget (windows.enough_windows; no count is taken from an untimed call),
-   each of the shape's batch size of calls (one, or several for short kernels: profile.batch_size);
+   each of the shape's batch size of calls (one, or several for short kernels: batching.batch_size);
    every timed call has fresh secret inputs and is checked; the trusted baseline runner is timed
    interleaved (one window every ``baseline_every``); credited times as in profile.py, and a
    shape whose claims disagree with the trusted window timed a second round (profile.time_shape),

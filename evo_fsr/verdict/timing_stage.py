@@ -7,11 +7,14 @@ judged against the calibration pool the trusted twin took before any candidate c
 from __future__ import annotations
 
 import itertools
+import logging
 import secrets
 import shutil
+import statistics
 from typing import Any
 
 from ..runner.harness import RunnerProcess
+from ..runner.host_usage import crowded, window_cores
 from ..tasks import Shape
 from ..types import ShapeTiming, Status, geometric_mean
 from . import profile
@@ -22,7 +25,8 @@ from .roofline import speed_of_light_ms
 from .stages import Stop, Verdict
 from .validate import check_call
 from .windows import enough_windows, interleaved_windows
-from ..runner.host_usage import crowded, window_cores
+
+log = logging.getLogger(__name__)
 
 
 class TimingStage:
@@ -97,8 +101,11 @@ class TimingStage:
         host's cores awake through them), or None: judged shape by shape."""
         cores = [c for per_shape in self.window_cores.values() for c in per_shape if c is not None]
         if cores:
-            self.stages.seconds["window_cores_median"] = sorted(cores)[len(cores) // 2]
+            self.stages.seconds["window_cores_median"] = statistics.median(cores)
             self.stages.seconds["window_cores_max"] = max(cores)
+        elif self.window_cores:
+            log.warning("the runner's CPU clock could not be read in any window: threads that keep the host "
+                        "awake are not judged (runner/host_usage.py)")
         limit = self.cfg.window_cores_limit
         for label, per_shape in self.window_cores.items():
             why = crowded(per_shape, limit)

@@ -72,7 +72,7 @@ HOLE_SINGLE_FLOOR = (
 HOLE_SLACK_UNBATCHED = (
     "profile.credited_ms bounds a claim by the window less an overhead calibrated on other windows "
     "(the naive twin's pool, the interleaved baseline's), and on a shape timed one call to a window "
-    "(launch-bound: profile.batch_size) that overhead sat 2-160 us above the candidate's own windows' "
+    "(launch-bound: batching.batch_size) that overhead sat 2-160 us above the candidate's own windows' "
     "on an H200 (thirty-first session: longer calls, the one-in-three place and drift all raise it), "
     "over the ~18 us topk call: the window bound fell below zero and claims of 75/50/20/2 % read "
     "x1.33/x2.0/x5.0/x50.8 their honest twin.  Chained windows (verdict/chain.py, EvalConfig.chain_windows) "

@@ -6,7 +6,7 @@ events and the window, so nothing is forged; but where one call leaves the GPU i
 calls cost about as much as one.
 
 * A launch-bound shape (relu on 64K elements, 0.16 us of traffic) is timed one call to a window
-  (``profile.FUSABLE_FLOOR_MS``), so there is nothing to fuse: before that rule the fused cheat
+  (``batching.FUSABLE_FLOOR_MS``), so there is nothing to fuse: before that rule the fused cheat
   read 3.22x (tenth session) and 3.56x (twenty-first) against the honest seed's 1.0x, H100.
 * The residual (xfail, not strict): a kernel that leaves the GPU idle by its own choice (16
   blocks) on a shape that is batched (relu on 4M elements), fused against the same kernel called

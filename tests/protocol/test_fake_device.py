@@ -589,7 +589,7 @@ def test_the_library_is_timed_in_the_shapes_batch(batched, monkeypatch):
 
 def test_a_slow_library_does_not_shrink_the_batch(batched, monkeypatch):
     """The batch is sized by the faster of the library's call and the naive seed's
-    (profile.sizing_call_ms): a library far slower than the seed (torch on monte_carlo: 0.267 ms
+    (batching.sizing_call_ms): a library far slower than the seed (torch on monte_carlo: 0.267 ms
     against the naive seed's 0.049 on an H200) sized the windows to three calls where eight were
     due, and a forger's claims had room for 8/3 as much a call.  Here the library takes 50 ms a
     call, far above the window's overhead, and the fake's relu ~20 us.  Fails if the library alone

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from evo_fsr.verdict import gpu as gpu_module
-from evo_fsr.verdict.profile import (FUSABLE_FLOOR_MS, SINGLE_WINDOWS, CallTimes, Calibration, batch_size, sizing_call_ms,
-                                     charged, credited_ms, single_call_floor_ms, single_floor_retimed, summarise,
-                                     time_shape)
+from evo_fsr.verdict.batching import FUSABLE_FLOOR_MS, batch_size, sizing_call_ms
+from evo_fsr.verdict.profile import (SINGLE_WINDOWS, CallTimes, Calibration, charged, credited_ms,
+                                     single_call_floor_ms, single_floor_retimed, summarise, time_shape)
 from evo_fsr.verdict.roofline import memory_roof_gbps, speed_of_light_ms
 from evo_fsr.tasks import PRECISION_POLICIES
 from evo_fsr.types import EvalResult, GpuInfo, Mismatch, ShapeTiming, Status
