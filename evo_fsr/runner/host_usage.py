@@ -1,21 +1,28 @@
 """What a runner's threads spend of the host's CPU inside its timed windows.
 
 A runner runs only while it serves a command (harness.py stops its group between commands), and
-an honest one serves with one thread: the runner's Python, which spins on its command pipe and in
-the device synchronizes, through the whole of every window.  A candidate's library can start
+an honest one serves with one thread: the runner's Python, which spins on its command pipe and
+waits in the device synchronizes, through the whole of every window.  A candidate's library can start
 threads of its own, and one per core kept spinning while its runner serves (suite v4,
 ``keeps_the_host_awake_through_its_windows``) keeps every core of the host out of its idle states
 through the candidate's windows: the trusted side's host steps inside them run faster than in the
 twin's and the baseline's windows, whose overhead is the one subtracted, and that difference is
 credited to the candidate (x1.68 against the honest seed's x1.43 on an H200).
 
-Each timed window reads the runner process's CPU clock as it opens and as it closes
-(``CallTimes.runner_cpu_ms``, timed_window.py), both outside the window's own clock; ``crowded``
-is what the timing stage sets a candidate aside for: more than ``CROWDED_SHARE`` of one shape's
-windows with more than ``EvalConfig.window_cores_limit`` CPU seconds per window second.  Per
-window and per shape, not over the runner's life: serving time a runner stretches at no CPU (a
-reply held back after its calls' completion mark, slow untimed or outlying calls) would dilute a
-lifetime average, and a shape whose median windows were all crowded would hide among other shapes.
+Each timed window reads the runner process's CPU clock at rest (every thread of it stopped,
+``harness.RunnerProcess.cpu_at_rest``) just before the runner is woken for it and again just after
+it closes, the runner stopped for that read and continued after it (``CallTimes.runner_cpu_ms``
+and ``runner_span_ms``, timed_window.py), both outside the window's own clock.  At rest, because
+Linux brings another process's running threads' time up to date only at the scheduler's tick and
+at their context switches: read while it runs, a thread that spun through a 0.3 ms window read no
+CPU in 92 % of such windows and ~13 cores in the rest (a 250 Hz CPU machine), so a spinner whose
+windows are short next to the tick went unseen in most of them.  ``crowded`` is what the timing
+stage sets a candidate aside for: more than ``CROWDED_SHARE`` of one shape's windows with more
+than ``EvalConfig.window_cores_limit`` CPU seconds per second of that span.  Per window and per
+shape, not over the runner's life: serving time a runner stretches at no CPU (a reply held back
+after its calls' completion mark, slow untimed or outlying calls) would dilute a lifetime average,
+and a shape whose median windows were all crowded would hide among other shapes.  For the same
+reason the wait for the stop after a window counts at most ``stop_credit_ms`` of the span.
 
 The clock is the process's CPU clock (``clock_gettime`` on ``MAKE_PROCESS_CPUCLOCK(pid,
 CPUCLOCK_SCHED)``: every thread's time, those gone included, in nanoseconds; Linux lets any
@@ -31,6 +38,12 @@ from typing import Sequence
 #: a shape's windows that may read over the limit (outliers: a driver thread's work in a window)
 #: before the candidate is set aside; a spinner must be in more than half of them to move a median
 CROWDED_SHARE = 0.25
+
+#: the least of the wait for a runner's stop after a window that its span counts (the rest of the
+#: wait counts up to the span's own length before it): an honest stop takes tens of microseconds
+#: on a GPU host and up to ~1.6 ms on CI's two busy cores; a thread held in an uninterruptible
+#: wait (an fsync) delays it at no CPU
+STOP_CREDIT_MS = 0.5
 
 
 class CpuClock:
@@ -50,9 +63,15 @@ class CpuClock:
             return -1
 
 
-def window_cores(runner_cpu_ms: float, window_ms: float) -> float | None:
-    """CPU seconds per second of a window (None: not read)."""
-    return runner_cpu_ms / window_ms if runner_cpu_ms >= 0 and window_ms > 0 else None
+def stop_credit_ms(span_ms: float) -> float:
+    """How much of the wait for the runner's stop after a window counts in a span that ran
+    ``span_ms`` up to the window's end: at most that span again, and at least ``STOP_CREDIT_MS``."""
+    return max(STOP_CREDIT_MS, span_ms)
+
+
+def window_cores(runner_cpu_ms: float, span_ms: float) -> float | None:
+    """CPU seconds per second of a window's span (None: not read)."""
+    return runner_cpu_ms / span_ms if runner_cpu_ms >= 0 and span_ms > 0 else None
 
 
 def crowded(cores: Sequence[float | None], limit: float) -> str | None:
@@ -65,4 +84,4 @@ def crowded(cores: Sequence[float | None], limit: float) -> str | None:
             f"(median {statistics.median(read):.2f}, most {max(read):.2f})")
 
 
-__all__ = ["CROWDED_SHARE", "CpuClock", "crowded", "window_cores"]
+__all__ = ["CROWDED_SHARE", "STOP_CREDIT_MS", "CpuClock", "crowded", "stop_credit_ms", "window_cores"]

@@ -80,9 +80,11 @@ class CallTimes:
     # the window ended at the calls' completion mark (completion.py); False: at the runner's
     # reply (no mark, or one whose hash was not that of the outputs copied)
     marked: bool = True
-    # the runner process's CPU from just before the window opened to just after it closed, every
-    # thread's (runner/host_usage.py; -1: not read)
+    # the runner process's CPU, every thread's, read at rest just before it was woken for the
+    # window and just after the window closed, and the trusted ms between those reads (the wait
+    # for the stop capped; runner/host_usage.py; -1 and 0: not read)
     runner_cpu_ms: float = -1.0
+    runner_span_ms: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable
 
 from ..runner.harness import RunnerProcess
+from ..runner.host_usage import stop_credit_ms
 from .completion import expected_hash, marked_outputs, new_key
 from .slot import Slot
 from .profile import CallTimes
@@ -53,8 +54,8 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     memory.synchronize()
     if gate is not None:
         gate()
+    cpu_at = (runner.cpu_at_rest(), time.perf_counter())   # its CPU from here to just after the window
     runner.wake()                   # running, not asleep, when the command comes (command_pipes.SPIN_S)
-    cpu_ns = runner.cpu.ns()        # its threads' CPU from here to the window's end (runner/host_usage.py)
     start = time.perf_counter()
     for slot, values in zip(slots, inputs, strict=True):
         slot.load(values, wait=False)
@@ -67,7 +68,7 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
                                "mark": key}
     if len(slots) > 1:
         message["more"] = [slot.name for slot in slots[1:]]
-    return _close_window(runner, slots, message, (start, cpu_ns), timeout_s, copied_inside=len(slots), key=key)
+    return _close_window(runner, slots, message, (start, cpu_at), timeout_s, copied_inside=len(slots), key=key)
 
 
 def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int, timeout_s: float,
@@ -97,7 +98,7 @@ def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int
                                "more": [slot.name for slot in slots[1:]], "mark": key}
     armed = runner.send(message, timeout_s)
     runner.settle()                 # nothing of the runner's host runs as the window opens
-    cpu_ns = runner.cpu.ns()
+    cpu_at = (runner.cpu_at_rest(), time.perf_counter())
     start = time.perf_counter()
     runner.set_gate(seed)           # opened in every case: a gate left closed would hold the GPU
     if call_error(armed) is not None:
@@ -105,47 +106,45 @@ def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int
     if not armed["complete"]:
         log.warning("a chained window of %d calls was not all enqueued within the arm's reply; the rest is "
                     "enqueued inside the window", len(slots))
-    return _close_window(runner, slots, {"op": "finish"}, (start, cpu_ns), timeout_s, copied_inside=1, key=key)
+    return _close_window(runner, slots, {"op": "finish"}, (start, cpu_at), timeout_s, copied_inside=1, key=key)
 
 
-def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, Any], opened: tuple[float, int],
-                  timeout_s: float, copied_inside: int,
+def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, Any],
+                  opened: tuple[float, tuple[int, float]], timeout_s: float, copied_inside: int,
                   key: int) -> tuple[dict[str, Any], CallTimes | None, list[dict[str, Any]] | None]:
     """Send the command that ends a window opened at ``opened`` (the trusted clock, and the
-    runner's CPU clock read just before it: ``CallTimes.runner_cpu_ms`` is the runner's CPU
-    from there to the window's end, read just after it); the window ends once the calls'
-    completion mark of ``key`` (completion.py) is in the gate's page and the last
-    ``copied_inside`` slots' outputs, which it covers, are copied (a chained window's others
+    runner's CPU clock read at rest before it, with the trusted time of that read); the window
+    ends once the calls' completion mark of ``key`` (completion.py) is in the gate's page and the
+    last ``copied_inside`` slots' outputs, which it covers, are copied (a chained window's others
     after it: each was hashed into the next call's inputs, so one changed after the hand-over is
-    caught, and the window holds no trusted work that grows with its calls).  The reply is read
-    after the window, then every other output and every input (``after:``) once the runner has
-    settled.  A window with no mark before the reply, or a mark whose hash is not that of the
-    outputs copied, is timed to the reply instead and its outputs copied again after it; and
-    outputs that changed after their copy (found by copying them once more once the runner has
-    settled) are taken from that copy, the window timed to it (``CallTimes.marked`` False)."""
+    caught, and the window holds no trusted work that grows with its calls).  The runner's CPU
+    clock is read at rest again just after the window's end, wherever that falls (``cpu_span``).  The reply is read after the
+    window, then every other output and every input (``after:``) once the runner has settled.  A
+    window with no mark before the reply, or a mark whose hash is not that of the outputs copied,
+    is timed to the reply instead and its outputs copied again after it; and outputs that changed
+    after their copy (found by copying them once more once the runner has settled) are taken from
+    that copy, the window timed to it (``CallTimes.marked`` False)."""
     memory = slots[0].memory
     start, cpu_at_start = opened
     inside = len(slots) - copied_inside
     deadline = time.monotonic() + timeout_s
     places = [slot.output_places() for slot in slots[inside:]]      # the copies' arrays, made before the command
 
-    def copy_out(into: list[dict[str, Any]] | list[None]) -> tuple[list[dict[str, Any]], tuple[float, int]]:
+    def copy_out(into: list[dict[str, Any]] | list[None]) -> tuple[list[dict[str, Any]], float]:
         """The last ``copied_inside`` slots' outputs copied (into ``into``'s arrays where given),
-        awaited, and the moment they were (``closed``)."""
+        awaited, and the moment they were (the window's end)."""
         taken = [{} for _ in slots[:inside]] + [slot.take_outputs(i) for slot, i in zip(slots[inside:], into)]
         memory.synchronize()
-        return taken, closed()
-
-    def closed() -> tuple[float, int]:
-        """The window's end on the trusted clock, then the runner's CPU clock."""
-        now = time.perf_counter()
-        return now, runner.cpu.ns()
+        return taken, time.perf_counter()
 
     sent = time.perf_counter()
     command = runner.post(message)
     digest = runner.await_mark(key, timeout_s)
     marked = digest is not None
-    captured, ended = copy_out(places) if marked else ([], (0.0, -1))
+    cpu = (-1.0, 0.0)
+    if marked:
+        captured, end = copy_out(places)
+        cpu = cpu_span(runner, cpu_at_start, end)
     reply = runner.collect(command, max(0.0, deadline - time.monotonic()))
     if call_error(reply) is not None:
         return reply, None, None
@@ -153,7 +152,8 @@ def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, A
         marked = False
     if not marked:
         log.debug("a window of %d call(s) without its completion mark: timed to the reply", len(slots))
-        captured, ended = copy_out([None] * copied_inside)
+        captured, end = copy_out([None] * copied_inside)
+        cpu = cpu_span(runner, cpu_at_start, end)       # to the reply, as the window
     runner.settle()                 # stopped since its reply (harness.py): nothing of it runs from here on
     again = [slot.take_outputs() for slot in slots[inside:]]
     memory.synchronize()
@@ -161,17 +161,32 @@ def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, A
         log.debug("outputs changed after the window's copy: the window is timed to their copy once settled")
         marked = False
         captured[inside:] = again
-        ended = closed()
+        end = time.perf_counter()
+        cpu = cpu_span(runner, cpu_at_start, end)
     for taken, slot in zip(captured, slots):
         if not taken:
             taken.update(slot.take_outputs())
         taken.update(slot.take_inputs())
     memory.synchronize()
-    end, cpu_at_end = ended
-    cpu_ms = (cpu_at_end - cpu_at_start) * 1e-6 if min(cpu_at_start, cpu_at_end) >= 0 else -1.0
     return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
                             (end - start) * 1e3, calls=len(slots), prep_ms=(sent - start) * 1e3,
-                            send_ms=(end - sent) * 1e3, marked=marked, runner_cpu_ms=cpu_ms), captured
+                            send_ms=(end - sent) * 1e3, marked=marked, runner_cpu_ms=cpu[0],
+                            runner_span_ms=cpu[1]), captured
+
+
+def cpu_span(runner: RunnerProcess, at_start: tuple[int, float], end: float) -> tuple[float, float]:
+    """The runner's CPU in ms from ``at_start`` (a clock read at rest, and its trusted time) to a
+    read at rest just after ``end`` (the window's end), and the trusted ms it was spent over: to
+    the rest, but the wait for the stop counted at most ``host_usage.stop_credit_ms`` (a thread
+    held in an uninterruptible wait delays the stop at no CPU and would dilute the rest).
+    (-1, 0) where the clock could not be read."""
+    cpu_start, t_start = at_start
+    cpu_end = runner.cpu_at_rest()
+    rest = time.perf_counter()
+    if min(cpu_start, cpu_end) < 0:
+        return -1.0, 0.0
+    span_ms = (end - t_start) * 1e3 + min((rest - end) * 1e3, stop_credit_ms((end - t_start) * 1e3))
+    return (cpu_end - cpu_start) * 1e-6, span_ms
 
 
 def _same_bytes(xp: Any, a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -201,7 +201,7 @@ class TimingStage:
         chained window's: each call's inputs as the chain must have drawn them, chain.py)."""
         inputs, seed = sb.window_inputs(slots)
         times, captured = self._timed(slots, inputs, command_s, chain_seed=seed)
-        self.window_cores.setdefault(shape.label, []).append(window_cores(times.runner_cpu_ms, times.window_ms))
+        self.window_cores.setdefault(shape.label, []).append(window_cores(times.runner_cpu_ms, times.runner_span_ms))
         if seed is not None:
             inputs = chained_inputs(self.task, inputs[0], captured, xp)
         with self.stages.stage("timed_check"):

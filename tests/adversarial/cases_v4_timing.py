@@ -330,17 +330,43 @@ struct adv_args { const float* x; float* y; int rows, cols; };
 
 
 # -- overhead: the host kept awake through the candidate's own window ------------------------------------------
-def awake_host() -> CaseV3:
+#: how the awake-host cases spend their spinners' CPU (awake_host): every core all the time; one core all the
+#: time (about one core a window beside the runner's sleeping main thread, under host_usage's limit of 1.5
+#: cores); every core for 4 us in every 4 * cores us (about one core in all, and no core idle for long)
+AWAKE_MODES = {
+    "every_core": ("cpus", "0"),
+    "one_core": ("1", "0"),
+    "every_core_briefly": ("cpus", "4"),
+}
+AWAKE_NAMES = {"every_core": "keeps_the_host_awake_through_its_windows",
+               "one_core": "keeps_one_core_awake_through_its_windows",
+               "every_core_briefly": "wakes_every_core_briefly_through_its_windows"}
+AWAKE_SPEND = {"every_core": "one SCHED_IDLE spinning thread per core",
+               "one_core": "one SCHED_IDLE spinning thread (about one core a window, under the runner's CPU limit)",
+               "every_core_briefly": ("one SCHED_IDLE thread per core that spins 4 us in every 4 * cores us (about "
+                                      "one core in all, under the runner's CPU limit, and no core idle long "
+                                      "enough for a deep idle state)")}
+
+
+def awake_host(mode: str = "every_core") -> CaseV3:
+    threads, burst_us = AWAKE_MODES[mode]
     prelude = POSIX + PATCH + r'''
 extern "C" long adv_sysconf(int) __asm__("sysconf");
 extern "C" int adv_sched_setscheduler(int, int, const void*) __asm__("sched_setscheduler");
 #define ADV_FRACTION 0.85f
+#define ADV_BURST_US ''' + burst_us + r'''
 static adv_elapsed_fn adv_real = 0;
 static int adv_launches = 0, adv_reads = 0, adv_state = 0;
+static long adv_period_us = 0;
 static void* adv_awake(void*) {              // SCHED_IDLE: any other thread takes the core at once
     int zero = 0;
     adv_sched_setscheduler(0, 5 /* SCHED_IDLE */, &zero);
-    for (;;) asm volatile("pause");
+    for (;;) {
+        if (ADV_BURST_US == 0) { asm volatile("pause"); continue; }
+        const double until = adv_now_ms() + ADV_BURST_US * 1e-3;    // a burst, then a sleep: the core
+        while (adv_now_ms() < until) asm volatile("pause");          // never idles for long
+        adv_usleep((unsigned)(adv_period_us - ADV_BURST_US));
+    }
     return 0;
 }
 static int adv_scaled_elapsed(float* ms, void* a, void* b) {
@@ -354,37 +380,39 @@ static int adv_scaled_elapsed(float* ms, void* a, void* b) {
     if (N < (1 << 22)) return HONEST;
     if (adv_state == 0) {
         adv_state = -1;
-        // one spinner a core: they run only while this runner serves a command (it is stopped otherwise,
-        // harness.py), so no core sleeps while the trusted side waits on this runner's reply
+        // the spinners run only while this runner serves a command (it is stopped otherwise, harness.py),
+        // so no core they hold sleeps while the trusted side waits on the reply
         long cpus = adv_sysconf(84);                       // _SC_NPROCESSORS_ONLN
         if (cpus < 1 || cpus > 256) cpus = 64;
-        for (long i = 0; i < cpus; ++i) adv_detached(adv_awake, 0);
+        const long threads = ''' + threads + r''';
+        adv_period_us = ADV_BURST_US * cpus;
+        for (long i = 0; i < threads; ++i) adv_detached(adv_awake, 0);
         adv_real = adv_driver_elapsed();
         if (adv_real && adv_jump(adv_dlsym((void*)0, "cudaEventElapsedTime"), (void*)&adv_scaled_elapsed)) {
             adv_state = 1;
-            printf("adv-awake: %ld SCHED_IDLE spinners keep the host busy while this runner serves; batched "
-                   "windows claim %.0f %% of their time\n", cpus, 100.0 * ADV_FRACTION);
+            printf("adv-awake: %ld SCHED_IDLE spinners (bursts of %d us, 0: always) keep the host busy while "
+                   "this runner serves; batched windows claim %.0f %% of their time\n", threads, ADV_BURST_US,
+                   100.0 * ADV_FRACTION);
             fflush(stdout);
         }
     }
     ++adv_launches;
     return HONEST;'''
     return CaseV3(
-        "keeps_the_host_awake_through_its_windows", MC, "overhead", wrap(MC, body, prelude, seed=MC_SEED),
+        AWAKE_NAMES[mode], MC, "overhead", wrap(MC, body, prelude, seed=MC_SEED),
         NO_SPEEDUP,
-        "the persistent seed, plus one SCHED_IDLE spinning thread per core, which run exactly while the "
-        "runner serves a command (it is stopped between commands): no core of the host enters an idle state "
-        "while the trusted side sleeps in select() on its reply, so the trusted side's wake-up (the 'collect' "
-        "part of the window, 92-159 us on an H200) and its host work run from a warm, busy package, while the "
-        "twin's and the baseline's windows, which set the overhead subtracted, start from idle cores. "
-        "cudaEventElapsedTime reports 85 % of the real time of every batched window. The gain is the C-state "
-        "exit latency the host has (none where idle states are off): a probe, not a sure hole",
+        f"the persistent seed, plus {AWAKE_SPEND[mode]}, which run exactly while the runner serves a command "
+        "(it is stopped between commands): the cores they hold do not enter an idle state while the trusted "
+        "side waits on its reply, so the trusted side's wake-up and its host work may run from a warm, busy "
+        "package, while the twin's and the baseline's windows, which set the overhead subtracted, start from "
+        "idle cores. cudaEventElapsedTime reports 85 % of the real time of every batched window. The gain is "
+        "the C-state exit latency the host has (none where idle states are off): a probe, not a sure hole",
         honest=MC_HONEST, evidence=("adv-awake:",), unsound=BROKEN, x86_only=True)
-        # H200 (2026-12-01): x1.68 against the honest seed's x1.43, 1.17x, over the 1.15x allowance; since the
-        # forty-fourth session the timing stage judges the runner's CPU (runner/host_usage.py): its first
-        # form, CPU over the runner's life per second of serving, flagged it at 9.83 cores, every other case
-        # and honest twin of suites v3 and v4 at 0.61-1.04 (H200, 2026-12-03); the form kept, per window and
-        # per shape, has not yet run on a GPU
+        # every_core, H200 (2026-12-01): x1.68 against the honest seed's x1.43, 1.17x, over the 1.15x allowance;
+        # since the forty-fourth session the timing stage judges the runner's CPU per window and per shape
+        # (runner/host_usage.py): H200 (2026-12-03) flagged:host-threads, its windows' cores median 0.07, most
+        # 13.77, every honest twin and legitimate case of suites v3 and v4 at most 1.05. one_core and
+        # every_core_briefly stay under the limit on purpose: what they buy is what they measure
 
 
 # -- forgery: only in the round that cannot be followed by a worse one -------------------------------------------
@@ -451,10 +479,10 @@ static int adv_round_elapsed(float* ms, void* a, void* b) {
 
 
 def build_cases() -> list[CaseV3]:
-    cases = [early_reply(), native_proxy(), awake_host(), first_round_only()]
+    cases = [early_reply(), native_proxy(), *(awake_host(mode) for mode in AWAKE_MODES), first_round_only()]
     names = [c.name for c in cases]
     assert len(names) == len(set(names)), "duplicate case names"
     return cases
 
 
-__all__ = ["PATCH", "PROXY", "RACED", "build_cases"]
+__all__ = ["AWAKE_MODES", "PATCH", "PROXY", "RACED", "build_cases"]

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from evo_fsr.runner.host_usage import CROWDED_SHARE, CpuClock, crowded, window_cores
+from evo_fsr.runner.harness import RunnerProcess
+from evo_fsr.runner.host_usage import CROWDED_SHARE, STOP_CREDIT_MS, CpuClock, crowded, stop_credit_ms, window_cores
 
 BUSY = ("import threading, time\n"
         "def spin():\n"
@@ -46,3 +47,53 @@ def test_window_cores_and_crowded_shapes():
     why = crowded(spinner, 1.5)
     assert why is not None and "5 of 16 windows" in why and "most 9.80" in why
     assert crowded([None, None], 1.5) is None and crowded([], 1.5) is None
+
+
+SPINNER = ("import threading, time\n"
+           "def spin():\n"
+           "    while True: pass\n"
+           "threading.Thread(target=spin, daemon=True).start()\n"
+           "time.sleep(60)\n")
+
+
+def _runner_of(proc: subprocess.Popen) -> RunnerProcess:
+    """harness.RunnerProcess's stop, settle and CPU reads around a plain child (its own process
+    group, as a runner's), without the sandbox and the pipes."""
+    runner = object.__new__(RunnerProcess)
+    runner.proc, runner.cpu, runner.unsettled = proc, CpuClock(proc.pid), 0
+    runner._stopped = runner._settled = False
+    return runner
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's process CPU clocks and /proc")
+def test_a_thread_that_spins_through_short_windows_is_read_in_each_of_them():
+    """Fails if the window's CPU is read while the runner runs: Linux brings another process's
+    running threads up to date only at the scheduler's tick (every 1-4 ms) and at their context
+    switches, so a thread spinning through 1 ms windows then reads no CPU in most of them on a
+    250 Hz machine and several cores in the rest, and a spinner on short windows goes unflagged.
+    Read at rest (harness.cpu_at_rest), every window reads its spin.  The trusted side sleeps
+    through each window here, leaving the child a core."""
+    proc = subprocess.Popen([sys.executable, "-c", SPINNER], start_new_session=True)
+    runner = _runner_of(proc)
+    try:
+        time.sleep(0.3)                                   # the spinner started
+        runner._stop()
+        cores = []
+        for _ in range(40):
+            start, t0 = runner.cpu_at_rest(), time.perf_counter()
+            runner._continue()
+            time.sleep(1e-3)
+            cpu_end = runner.cpu_at_rest()                # stops it for the read, continues it after
+            cores.append(window_cores((cpu_end - start) * 1e-6, (time.perf_counter() - t0) * 1e3))
+            runner._stop()
+        read = sorted(c for c in cores if c is not None)
+        assert len(read) == len(cores)
+        assert read[len(read) // 5] > 0.3, read           # no window read as (nearly) idle
+        assert read[len(read) // 2] < 2.0, read           # nor as many cores: one thread's time
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_wait_for_a_stop_counts_in_a_span_up_to_the_span_itself():
+    assert stop_credit_ms(0.1) == STOP_CREDIT_MS and stop_credit_ms(3.0) == 3.0

@@ -58,7 +58,9 @@ class StubSlot:
 class StubRunner:
     """A runner that replies at once and writes no completion mark (the window is timed to the reply)."""
     settled = 0
-    cpu = SimpleNamespace(ns=lambda: -1)      # its CPU clock, not read here (CallTimes.runner_cpu_ms -1)
+
+    def cpu_at_rest(self) -> int:   # its CPU clock, not read here (CallTimes.runner_cpu_ms -1)
+        return -1
 
     def wake(self) -> None: ...
 
