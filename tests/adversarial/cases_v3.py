@@ -215,12 +215,12 @@ static void* adv_after_reply(void*) {
         seen = adv_after_gen;
         cudaStreamSynchronize(adv_after_target);           // the call's work has ended ...
         adv_usleep(30);                                    // ... and the runner's synchronize has returned
-        adv_spin<<<sms * 4, 256, 0, own>>>(adv_after_ns);
         long k = ++adv_after_launched;
-        if (k == 1 || k == 10 || k == 100) {
-            printf("adv-after-reply: %ld spins of %llu us queued after the call's stream finished\n", k,
-                   adv_after_ns / 1000ull); fflush(stdout);
+        if (k == 1 || k == 10 || k == 100) {               // before the launch: a runner stopped right after
+            printf("adv-after-reply: queueing spin %ld of %llu us after the call's stream finished\n", k,
+                   adv_after_ns / 1000ull); fflush(stdout);    // it is killed once the gate's wait runs out
         }
+        adv_spin<<<sms * 4, 256, 0, own>>>(adv_after_ns);
     }
     return 0;
 }

@@ -331,8 +331,8 @@ struct adv_args { const float* x; float* y; int rows, cols; };
 
 # -- overhead: the host kept awake through the candidate's own window ------------------------------------------
 #: how the awake-host cases spend their spinners' CPU (awake_host): every core all the time; one core all the
-#: time (about one core a window beside the runner's sleeping main thread, under host_usage's limit of 1.5
-#: cores); every core for 4 us in every 4 * cores us (about one core in all, and no core idle for long)
+#: time (one core over the runner's own, which reads about one: a spinner that the limit of 1.5 cores,
+#: host_usage, must still see); every core for 4 us in every 4 * cores us (no core idle for long)
 AWAKE_MODES = {
     "every_core": ("cpus", "0"),
     "one_core": ("1", "0"),
@@ -342,10 +342,9 @@ AWAKE_NAMES = {"every_core": "keeps_the_host_awake_through_its_windows",
                "one_core": "keeps_one_core_awake_through_its_windows",
                "every_core_briefly": "wakes_every_core_briefly_through_its_windows"}
 AWAKE_SPEND = {"every_core": "one SCHED_IDLE spinning thread per core",
-               "one_core": "one SCHED_IDLE spinning thread (about one core a window, under the runner's CPU limit)",
-               "every_core_briefly": ("one SCHED_IDLE thread per core that spins 4 us in every 4 * cores us (about "
-                                      "one core in all, under the runner's CPU limit, and no core idle long "
-                                      "enough for a deep idle state)")}
+               "one_core": "one SCHED_IDLE spinning thread (one core over the runner's own)",
+               "every_core_briefly": ("one SCHED_IDLE thread per core that spins 4 us in every 4 * cores us (no "
+                                      "core idle long enough for a deep idle state)")}
 
 
 def awake_host(mode: str = "every_core") -> CaseV3:
@@ -408,11 +407,11 @@ static int adv_scaled_elapsed(float* ms, void* a, void* b) {
         "idle cores. cudaEventElapsedTime reports 85 % of the real time of every batched window. The gain is "
         "the C-state exit latency the host has (none where idle states are off): a probe, not a sure hole",
         honest=MC_HONEST, evidence=("adv-awake:",), unsound=BROKEN, x86_only=True)
-        # every_core, H200 (2026-12-01): x1.68 against the honest seed's x1.43, 1.17x, over the 1.15x allowance;
-        # since the forty-fourth session the timing stage judges the runner's CPU per window and per shape
-        # (runner/host_usage.py): H200 (2026-12-03) flagged:host-threads, its windows' cores median 0.07, most
-        # 13.77, every honest twin and legitimate case of suites v3 and v4 at most 1.05. one_core and
-        # every_core_briefly stay under the limit on purpose: what they buy is what they measure
+        # every_core, H200 (2026-12-01): x1.68 against the honest seed's x1.43, 1.17x, over the 1.15x allowance.
+        # H200 (2026-12-03, forty-fifth session), the runner's CPU read at rest around every window
+        # (runner/host_usage.py): all three modes read x1.67 against the honest x1.42 and were flagged:host-threads,
+        # window cores (median, most) every_core 9.21 (11.36), one_core 1.77 (1.86), every_core_briefly 2.19
+        # (3.17); every honest twin and legitimate case of suites v3 and v4 read 0.91-0.99 (most 1.10)
 
 
 # -- forgery: only in the round that cannot be followed by a worse one -------------------------------------------

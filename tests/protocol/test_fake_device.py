@@ -429,7 +429,7 @@ def test_threads_that_keep_the_host_busy_through_the_windows_are_flagged(slow_ev
     runner's CPU inside its windows: the spinners' relu is correct and as fast as the honest one.
     Both sleep 2 ms a call, and the limit is 0.6 cores here, not the default 1.5: this project's
     CPU machines have two cores, the trusted side spins on one, and the spinners' windows read
-    ~0.9 there against the sleeper's ~0.15."""
+    ~0.8 there against the sleeper's ~0.17."""
     honest = judge_with(slow_evaluator, kernels.SLOW_BASELINE, window_cores_limit=0.6)
     assert honest.status is Status.OK, honest.summary
     assert 0.0 < _window_cores(honest) < 0.6
