@@ -118,12 +118,13 @@ def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, A
     last ``copied_inside`` slots' outputs, which it covers, are copied (a chained window's others
     after it: each was hashed into the next call's inputs, so one changed after the hand-over is
     caught, and the window holds no trusted work that grows with its calls).  The runner's CPU
-    clock is read at rest again just after the window's end, wherever that falls (``cpu_span``).  The reply is read after the
-    window, then every other output and every input (``after:``) once the runner has settled.  A
-    window with no mark before the reply, or a mark whose hash is not that of the outputs copied,
-    is timed to the reply instead and its outputs copied again after it; and outputs that changed
-    after their copy (found by copying them once more once the runner has settled) are taken from
-    that copy, the window timed to it (``CallTimes.marked`` False)."""
+    clock is read at rest again just after the window's end, wherever that falls (``cpu_span``).
+    The reply is read after the window, then every other output and every input (``after:``) once
+    the runner has settled.  A window with no mark before the reply, or a mark whose hash is not
+    that of the outputs copied, is timed to the reply instead and its outputs copied again after
+    it; and outputs that changed after their copy (found by copying them once more once the
+    runner has settled) are taken from that copy, the window timed to it (``CallTimes.marked``
+    False)."""
     memory = slots[0].memory
     start, cpu_at_start = opened
     inside = len(slots) - copied_inside
