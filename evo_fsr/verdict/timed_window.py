@@ -180,7 +180,8 @@ def cpu_span(runner: RunnerProcess, at_start: tuple[int, float], end: float) -> 
     read at rest just after ``end`` (the window's end), and the trusted ms it was spent over: to
     the rest, but the wait for the stop counted at most ``host_usage.stop_credit_ms`` (a thread
     held in an uninterruptible wait delays the stop at no CPU and would dilute the rest).
-    (-1, 0) where the clock could not be read."""
+    (-1, 0) where the clock could not be read.  Every runner is read alike, the trusted ones too
+    (their figures are not judged), so that the windows of every role carry the same stops."""
     cpu_start, t_start = at_start
     cpu_end = runner.cpu_at_rest()
     rest = time.perf_counter()

@@ -333,22 +333,19 @@ struct adv_args { const float* x; float* y; int rows, cols; };
 #: how the awake-host cases spend their spinners' CPU (awake_host): every core all the time; one core all the
 #: time (one core over the runner's own, which reads about one: a spinner that the limit of 1.5 cores,
 #: host_usage, must still see); every core for 4 us in every 4 * cores us (no core idle for long)
-AWAKE_MODES = {
-    "every_core": ("cpus", "0"),
-    "one_core": ("1", "0"),
-    "every_core_briefly": ("cpus", "4"),
+AWAKE_MODES: dict[str, tuple[str, str, str, str]] = {     # mode: case name, threads, burst us (0: always), note
+    "every_core": ("keeps_the_host_awake_through_its_windows", "cpus", "0",
+                   "one SCHED_IDLE spinning thread per core"),
+    "one_core": ("keeps_one_core_awake_through_its_windows", "1", "0",
+                 "one SCHED_IDLE spinning thread (one core over the runner's own)"),
+    "every_core_briefly": ("wakes_every_core_briefly_through_its_windows", "cpus", "4",
+                           "one SCHED_IDLE thread per core that spins 4 us in every 4 * cores us (no core idle "
+                           "long enough for a deep idle state)"),
 }
-AWAKE_NAMES = {"every_core": "keeps_the_host_awake_through_its_windows",
-               "one_core": "keeps_one_core_awake_through_its_windows",
-               "every_core_briefly": "wakes_every_core_briefly_through_its_windows"}
-AWAKE_SPEND = {"every_core": "one SCHED_IDLE spinning thread per core",
-               "one_core": "one SCHED_IDLE spinning thread (one core over the runner's own)",
-               "every_core_briefly": ("one SCHED_IDLE thread per core that spins 4 us in every 4 * cores us (no "
-                                      "core idle long enough for a deep idle state)")}
 
 
 def awake_host(mode: str = "every_core") -> CaseV3:
-    threads, burst_us = AWAKE_MODES[mode]
+    name, threads, burst_us, spend = AWAKE_MODES[mode]
     prelude = POSIX + PATCH + r'''
 extern "C" long adv_sysconf(int) __asm__("sysconf");
 extern "C" int adv_sched_setscheduler(int, int, const void*) __asm__("sched_setscheduler");
@@ -398,9 +395,9 @@ static int adv_scaled_elapsed(float* ms, void* a, void* b) {
     ++adv_launches;
     return HONEST;'''
     return CaseV3(
-        AWAKE_NAMES[mode], MC, "overhead", wrap(MC, body, prelude, seed=MC_SEED),
+        name, MC, "overhead", wrap(MC, body, prelude, seed=MC_SEED),
         NO_SPEEDUP,
-        f"the persistent seed, plus {AWAKE_SPEND[mode]}, which run exactly while the runner serves a command "
+        f"the persistent seed, plus {spend}, which run exactly while the runner serves a command "
         "(it is stopped between commands): the cores they hold do not enter an idle state while the trusted "
         "side waits on its reply, so the trusted side's wake-up and its host work may run from a warm, busy "
         "package, while the twin's and the baseline's windows, which set the overhead subtracted, start from "
