@@ -84,4 +84,15 @@ def crowded(cores: Sequence[float | None], limit: float) -> str | None:
             f"(median {statistics.median(read):.2f}, most {max(read):.2f})")
 
 
-__all__ = ["CROWDED_SHARE", "STOP_CREDIT_MS", "CpuClock", "crowded", "stop_credit_ms", "window_cores"]
+def flagged_under(cores: Sequence[float | None]) -> float | None:
+    """The limit under which ``crowded`` would set these windows aside: ``crowded(cores, limit)``
+    is not None exactly when ``limit`` is below it (None: nothing read).  The room an honest
+    runner's windows leave under ``EvalConfig.window_cores_limit`` is read from it."""
+    read = sorted((c for c in cores if c is not None), reverse=True)
+    if not read:
+        return None
+    return read[int(CROWDED_SHARE * len(read))]     # more than the share over it: one past the share
+
+
+__all__ = ["CROWDED_SHARE", "STOP_CREDIT_MS", "CpuClock", "crowded", "flagged_under", "stop_credit_ms",
+           "window_cores"]

@@ -51,8 +51,9 @@ FRESH_POOL_ENV = "EVO_FSR_FRESH_POOL_RETIME"
 #: ``EvalConfig.chain_windows`` off from the environment (``0``: the probes' comparisons)
 CHAIN_WINDOWS_ENV = "EVO_FSR_CHAIN_WINDOWS"
 #: an honest runner serves with one thread through its windows (runner/host_usage.py); the rest
-#: is room for the CUDA driver's own threads
-WINDOW_CORES_LIMIT = 1.5
+#: is room for the CUDA driver's own threads. On an H200 (2026-12-03) honest runners read at
+#: most 1.10 in any window and no shape of theirs was crowded over 1.00 (SECURITY.md)
+WINDOW_CORES_LIMIT = 1.25
 
 
 @dataclass(frozen=True)

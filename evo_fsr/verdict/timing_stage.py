@@ -14,7 +14,7 @@ import statistics
 from typing import Any
 
 from ..runner.harness import RunnerProcess
-from ..runner.host_usage import crowded, window_cores
+from ..runner.host_usage import crowded, flagged_under, window_cores
 from ..tasks import Shape
 from ..types import ShapeTiming, Status, geometric_mean
 from . import profile
@@ -103,6 +103,9 @@ class TimingStage:
         if cores:
             self.stages.seconds["window_cores_median"] = statistics.median(cores)
             self.stages.seconds["window_cores_max"] = max(cores)
+            # the lowest limit no shape would be set aside under (the room an honest runner leaves)
+            self.stages.seconds["window_cores_flagged_under"] = max(
+                f for f in map(flagged_under, self.window_cores.values()) if f is not None)
         elif self.window_cores:
             log.warning("the runner's CPU clock could not be read in any window: threads that keep the host "
                         "awake are not judged (runner/host_usage.py)")

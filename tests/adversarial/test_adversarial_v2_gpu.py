@@ -128,8 +128,8 @@ def credit_note(result: EvalResult) -> str:
         return ""
     counters, seconds = dict(result.counters), dict(result.stage_seconds)
     terms = ",".join(t.credited_by for t in result.timings)
-    cores = (f", window cores {seconds['window_cores_median']:.2f} (most {seconds['window_cores_max']:.2f})"
-             if "window_cores_median" in seconds else "")
+    cores = (f", window cores {seconds['window_cores_median']:.2f} (most {seconds['window_cores_max']:.2f}, "
+             f"flagged under {seconds['window_cores_flagged_under']:.2f})" if "window_cores_median" in seconds else "")
     return (f"  [{terms}; charged {counters.get('charged_shapes', 0)}, "
             f"fresh pools {counters.get('fresh_pools', 0)}{cores}]")
 

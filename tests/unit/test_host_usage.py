@@ -1,6 +1,7 @@
 """runner/host_usage.py: a process's CPU clock read from outside it, and the crowded-window rule."""
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 import time
@@ -8,7 +9,8 @@ import time
 import pytest
 
 from evo_fsr.runner.harness import RunnerProcess
-from evo_fsr.runner.host_usage import CROWDED_SHARE, STOP_CREDIT_MS, CpuClock, crowded, stop_credit_ms, window_cores
+from evo_fsr.runner.host_usage import (CROWDED_SHARE, STOP_CREDIT_MS, CpuClock, crowded, flagged_under,
+                                       stop_credit_ms, window_cores)
 
 BUSY = ("import threading, time\n"
         "def spin():\n"
@@ -47,6 +49,23 @@ def test_window_cores_and_crowded_shapes():
     why = crowded(spinner, 1.5)
     assert why is not None and "5 of 16 windows" in why and "most 9.80" in why
     assert crowded([None, None], 1.5) is None and crowded([], 1.5) is None
+
+
+def test_flagged_under_is_the_limit_crowded_turns_at():
+    """crowded(cores, limit) sets the windows aside exactly when limit is under flagged_under(cores),
+    on every window count round the quarter and every limit between and at the readings."""
+    rng = random.Random(7)
+    for n in range(1, 41):
+        cores = [rng.choice([None, round(rng.uniform(0.8, 3.0), 2)]) for _ in range(n)]
+        under = flagged_under(cores)
+        read = sorted({c for c in cores if c is not None})
+        if under is None:
+            assert not read
+            continue
+        for limit in read + [r + 0.005 for r in read] + [read[0] - 0.01]:
+            assert (crowded(cores, limit) is not None) == (limit < under), (cores, limit, under)
+    assert flagged_under([None]) is None
+    assert flagged_under([1.0] * 12 + [2.0] * 4) == 1.0 and flagged_under([1.0] * 11 + [2.0] * 5) == 2.0
 
 
 SPINNER = ("import threading, time\n"
