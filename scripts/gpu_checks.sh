@@ -130,7 +130,7 @@ adversarial)
     # v3 and batch fusion first (the newest cases: a call cut by the device's 600 s limit keeps them)
     step "suite v3"; timeout 170 $P -s -rxX tests/adversarial/test_adversarial_v3_gpu.py > "$out/adv3.log" 2>&1
     grep -A14 "v3 verdicts:" "$out/adv3.log" | cut -c1-130; tail -n 1 "$out/adv3.log"
-    step "suite v4"; timeout 250 $P -s -rxX tests/adversarial/test_adversarial_v4_gpu.py > "$out/adv4.log" 2>&1
+    step "suite v4"; timeout 290 $P -s -rxX tests/adversarial/test_adversarial_v4_gpu.py > "$out/adv4.log" 2>&1
     grep -A26 "v4 verdicts:" "$out/adv4.log" | cut -c1-130; tail -n 1 "$out/adv4.log"
     step "calls fused across a batch: a launch-bound shape (timed singly) and the open residual (xfail)"
     timeout 120 $P -s -rxX tests/adversarial/test_batch_fusion_gpu.py > "$out/fusion.log" 2>&1
