@@ -337,9 +337,9 @@ struct adv_args { const float* x; float* y; int rows, cols; };
 #: buys the gain is what they measure (if it does, the case fails: a hole the limit leaves)
 AWAKE_MODES: dict[str, tuple[str, str, str, str, str]] = {
     # mode: case name, threads, burst us (0: always), the spinners' CPU in all in cores (bursts only), note
-    "every_core": ("keeps_the_host_awake_through_its_windows", "cpus", "0", "0",
+    "every_core": ("keeps_the_host_awake_through_its_windows", "cpus", "0", "0.0",
                    "one SCHED_IDLE spinning thread per core"),
-    "one_core": ("keeps_one_core_awake_through_its_windows", "1", "0", "0",
+    "one_core": ("keeps_one_core_awake_through_its_windows", "1", "0", "0.0",
                  "one SCHED_IDLE spinning thread (one core over the runner's own)"),
     "every_core_briefly": ("wakes_every_core_briefly_through_its_windows", "cpus", "4", "1.0",
                            "one SCHED_IDLE thread per core that spins 4 us in every 4 * cores us (no core idle "
@@ -347,7 +347,7 @@ AWAKE_MODES: dict[str, tuple[str, str, str, str, str]] = {
     "every_core_under_the_limit": ("wakes_every_core_under_the_limit_through_its_windows", "cpus", "4", "0.2",
                                    "one SCHED_IDLE thread per core that spins 4 us in every 20 * cores us (a fifth "
                                    "of a core in all, under the 1.25 limit)"),
-    "one_core_under_the_limit": ("keeps_one_core_half_awake_under_the_limit", "1", "20", "0.2",
+    "one_core_under_the_limit": ("keeps_one_core_awake_a_fifth_of_its_windows", "1", "20", "0.2",
                                  "one SCHED_IDLE thread that spins 20 us in every 100 us (a fifth of a core, "
                                  "under the 1.25 limit)"),
 }
