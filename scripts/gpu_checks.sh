@@ -40,6 +40,8 @@
 #                                                          # (probe_charges.py); FRESH_POOL=1: a shape charged twice
 #                                                          # is judged against a fresh pool (fresh_pool_retime)
 #   EVO_FSR_FRESH_POOL_RETIME=1 scripts/gpu_checks.sh adversarial   # the suites with the fresh pool on
+#   EVO_FSR_PIN_RUNNERS=1 scripts/gpu_checks.sh adversarial   # the suites with every runner pinned to
+#                                                          # one core of its GPU's own (runner/cores.py)
 #   [CASES="a b" REPS=12] scripts/gpu_checks.sh rounds  # v3/v4 cases of one task and their honest twin in
 #                                                          # fresh evaluators, every timing round recorded
 #                                                          # (probe_rounds.py: pool drift; rounds.json to replay)

@@ -18,7 +18,9 @@ Layers, each applied only where the kernel permits (a refusal is reported, never
   even a root evaluator hands the candidate no mount/reboot/module/raw-device powers;
 - ``seccomp``: a BPF filter on all threads (TSYNC): execve/execveat/fork/vfork and clone without
   CLONE_THREAD kill the process; socket(), ptrace, process_vm_*, pidfd_*, io_uring, namespace,
-  mount, module, reboot and clock calls fail with EPERM/EACCES; kill/tgkill only to itself.
+  mount, module, reboot and clock calls fail with EPERM/EACCES; kill/tgkill only to itself;
+- ``affinity`` (the policy's ``cpus``, runner/cores.py): the process runs on those cores only, set
+  before any thread starts, and seccomp then refuses ``sched_setaffinity`` as well.
 
 Landlock and the namespace go on first (single-threaded, before numpy or CUDA start threads);
 capabilities and seccomp go on after CUDA initialisation (the driver may exec nvidia-modprobe
@@ -50,14 +52,15 @@ _X86_64 = dict(socket=41, clone=56, fork=57, vfork=58, execve=59, kill=62, ptrac
                clock_settime=227, tgkill=234, kexec_load=246, add_key=248, request_key=249, keyctl=250,
                unshare=272, clock_adjtime=305, setns=308, process_vm_readv=310, process_vm_writev=311,
                finit_module=313, seccomp=317, kexec_file_load=320, bpf=321, execveat=322,
-               userfaultfd=323)
+               userfaultfd=323, sched_setaffinity=203)
 _AARCH64 = dict(umount2=39, mount=40, pivot_root=41, chroot=51, acct=89, capset=91, unshare=97,
                 kexec_load=104, init_module=105, delete_module=106, clock_settime=112, syslog=116,
                 ptrace=117, kill=129, tkill=130, tgkill=131, reboot=142, sethostname=161,
                 setdomainname=162, settimeofday=170, adjtimex=171, socket=198, add_key=217,
                 request_key=218, keyctl=219, clone=220, execve=221, swapon=224, swapoff=225,
                 clock_adjtime=266, setns=268, process_vm_readv=270, process_vm_writev=271,
-                finit_module=273, seccomp=277, bpf=280, execveat=281, userfaultfd=282, kexec_file_load=294)
+                finit_module=273, seccomp=277, bpf=280, execveat=281, userfaultfd=282, kexec_file_load=294,
+                sched_setaffinity=122)
 _COMMON = dict(pidfd_send_signal=424, io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
                open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
                pidfd_open=434, clone3=435, pidfd_getfd=438, mount_setattr=442,
@@ -187,8 +190,9 @@ _EPERM = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_send_signal"
 CLONE_THREAD = 0x00010000
 
 
-def seccomp_program(pid: int) -> bytes:
-    """The BPF filter (see the module docstring), as packed ``struct sock_filter``s."""
+def seccomp_program(pid: int, pinned: bool = False) -> bytes:
+    """The BPF filter (see the module docstring), as packed ``struct sock_filter``s; ``pinned``:
+    ``sched_setaffinity`` fails too (the process's cores were chosen for it, ``apply_affinity``)."""
     LD, JEQ, JSET, JGE, RET = 0x20, 0x15, 0x45, 0x35, 0x06
     prog: list[tuple[int, int, int, int]] = []
 
@@ -209,7 +213,7 @@ def seccomp_program(pid: int) -> bytes:
         if name in NR:
             ins(JEQ, NR[name], 0, 1)
             ins(RET, RET_KILL_PROCESS)
-    for name in _EPERM:
+    for name in (*_EPERM, *(("sched_setaffinity",) if pinned else ())):
         if name in NR:
             ins(JEQ, NR[name], 0, 1)
             ins(RET, RET_ERRNO(errno.EPERM))
@@ -244,10 +248,10 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def apply_seccomp() -> str:
+def apply_seccomp(pinned: bool = False) -> str:
     if AUDIT_ARCH is None or "seccomp" not in NR:
         return f"off: no seccomp filter for architecture {MACHINE}"
-    program = seccomp_program(os.getpid())
+    program = seccomp_program(os.getpid(), pinned)
     buf = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.addressof(buf))
     no_new_privs()
@@ -256,6 +260,17 @@ def apply_seccomp() -> str:
     if r != 0:
         return "off: " + _err("seccomp(SET_MODE_FILTER, TSYNC)") if r < 0 else f"off: thread {r} refused TSYNC"
     return "on"
+
+
+# --- cores -------------------------------------------------------------------------------------
+def apply_affinity(cpus: list[int]) -> str:
+    """Run on ``cpus`` only (runner/cores.py): set while single-threaded, so every thread started
+    later inherits it; seccomp then refuses ``sched_setaffinity`` (``pinned``)."""
+    try:
+        os.sched_setaffinity(0, cpus)
+    except (OSError, ValueError) as exc:
+        return f"off: sched_setaffinity({cpus}): {exc}"
+    return f"on: cores {sorted(os.sched_getaffinity(0))}"
 
 
 # --- policy ------------------------------------------------------------------------------------
@@ -279,6 +294,8 @@ def own_proc(read: list[str], pid: int) -> list[str]:
 def startup(policy: dict[str, Any]) -> dict[str, str]:
     """Namespace and Landlock: call while single-threaded, before numpy / CUDA / the candidate."""
     status: dict[str, str] = {}
+    if policy.get("cpus"):
+        status["affinity"] = apply_affinity(list(policy["cpus"]))
     status["netns"] = apply_netns() if policy.get("netns") else "off: disabled by policy"
     if policy.get("landlock"):
         read = list(policy.get("read", ()))
@@ -294,7 +311,7 @@ def startup(policy: dict[str, Any]) -> dict[str, str]:
 def after_init(policy: dict[str, Any]) -> dict[str, str]:
     """Capabilities and seccomp: after CUDA is up, before the candidate library is loaded."""
     return {"caps": drop_capabilities() if policy.get("caps") else "off: disabled by policy",
-            "seccomp": apply_seccomp() if policy.get("seccomp") else "off: disabled by policy"}
+            "seccomp": apply_seccomp(bool(policy.get("cpus"))) if policy.get("seccomp") else "off: disabled by policy"}
 
 
 def probe_netns() -> str:

@@ -67,6 +67,7 @@ class SandboxPolicy:
     # system, Python and CUDA directories (the compiler's rights)
     exact_reads: bool = False
     allow_vendor_libraries: bool = False    # the user's opt-in: exact_reads is ignored
+    cpus: tuple[int, ...] = ()              # the cores it runs on (runner/cores.py; with seccomp: kept)
 
     @classmethod
     def for_compiler(cls) -> "SandboxPolicy":
@@ -271,7 +272,7 @@ def confine_policy(policy: SandboxPolicy, workdir: str) -> dict[str, Any]:
             # /proc/self resolves in the confined process to its own /proc/<pid>: the CUDA driver
             # writes there while it initialises (found on an H100, driver 13.0)
             "write": [os.path.realpath(workdir), "/proc/self", *map(os.path.realpath, policy.extra_write)],
-            "devices": list(device_allow_list())}
+            "devices": list(device_allow_list()), "cpus": list(policy.cpus)}
 
 
 def report_confinement(status: dict[str, str], who: str = "candidate runner") -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+from ..runner import cores
 from ..runner.harness import RunnerProcess
 from ..runner.sandbox import SandboxPolicy
 from ..runner.supply import RunnerStartFailed, RunnerSupply
@@ -99,6 +100,9 @@ class EvalConfig:
     window_cores_limit: float = WINDOW_CORES_LIMIT  # host CPU per window second a candidate's runner may take
                                               # (runner/host_usage.py); over it in more than a quarter of one
                                               # shape's windows: flagged:host-threads
+    pin_runners: bool = False                 # every runner on one core of its GPU's own, the evaluator's
+                                              # thread off them (runner/cores.py; also EVO_FSR_PIN_RUNNERS=1):
+                                              # opt-in until a GPU run has measured it
 
 
 def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult,
@@ -132,6 +136,11 @@ class Evaluator:
             shared = (str(self._memory.folder),)
             self.policy = replace(self.policy, extra_write=shared)
             self.baseline_policy = replace(self.baseline_policy, extra_write=shared)
+        if cores.pinning_requested(self.config.pin_runners):
+            plan = cores.pinned_plan()
+            if plan is not None:
+                self.policy = replace(self.policy, cpus=plan.runner)
+                self.baseline_policy = replace(self.baseline_policy, cpus=plan.runner)
         self.runners = RunnerSupply(self._job("candidate"), prespawn=self.config.prespawn,
                                     extra_files=self.extra_files, policy=self.policy)
 

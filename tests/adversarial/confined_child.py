@@ -79,7 +79,22 @@ def runner_needs():
     return loaded
 
 
+def affinity():
+    """The cores this thread and a new one may run on, and whether the process can widen them."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(sorted(os.sched_getaffinity(0))))
+    t.start()
+    t.join()
+    try:
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))
+        widened = sorted(os.sched_getaffinity(0))
+    except OSError as exc:
+        widened = f"{type(exc).__name__}: {exc}"
+    return {"main": sorted(os.sched_getaffinity(0)), "thread": out[0], "widened": widened}
+
+
 actions = {
+    "affinity": affinity,
     "dlopen": lambda: dlopen(arg),
     "runner_needs": runner_needs,
     "status": lambda: status,

@@ -5,6 +5,7 @@ Run with: python -m pytest tests/adversarial -q   (GPU cases: tests/adversarial/
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import json
 import os
 import shutil
@@ -182,12 +183,12 @@ def test_file_size_limit(tmp_path: Path) -> None:
 
 
 # confinement of the candidate process (runner.py applies the same two calls around CUDA init)
-def _confined(tmp_path: Path, action: str, arg: str = "") -> tuple[int, dict]:
+def _confined(tmp_path: Path, action: str, arg: str = "", cpus: tuple[int, ...] = ()) -> tuple[int, dict]:
     private = tmp_path / ".runner"
     private.mkdir(exist_ok=True)
     shutil.copyfile(sandbox.CONFINE_SCRIPT, private / "confine.py")
     shutil.copyfile(HERE / "confined_child.py", private / "child.py")
-    policy = confine_policy(SandboxPolicy.for_candidate(), str(tmp_path))
+    policy = confine_policy(dataclasses.replace(SandboxPolicy.for_candidate(), cpus=cpus), str(tmp_path))
     (private / "policy.json").write_text(json.dumps(policy))
     proc, output = spawn_sandboxed([sys.executable, "-I", str(private / "child.py"), str(private / "policy.json"),
                                     action, arg], str(tmp_path), SandboxPolicy.for_candidate())
@@ -209,6 +210,21 @@ def test_confinement_reports_its_layers(tmp_path: Path) -> None:
     assert status["landlock"].startswith("on") == HAS_LANDLOCK
     assert status["seccomp"].startswith("on") == HAS_SECCOMP
     assert status["netns"].startswith("on") == HAS_NETNS
+
+
+def test_a_pinned_runner_stays_on_its_cores(tmp_path: Path) -> None:
+    """The policy's cores (runner/cores.py) hold for the process and every thread it starts, and
+    with seccomp it cannot widen them.  Unpinned, a thread may run on every core this one may."""
+    every = sorted(os.sched_getaffinity(0))
+    code, out = _confined(tmp_path, "affinity", cpus=(every[-1],))
+    assert code == 0 and out["ok"], out
+    value = out["value"]
+    assert value["main"] == value["thread"] == [every[-1]], out
+    assert out["status"]["affinity"].startswith("on"), out["status"]
+    if HAS_SECCOMP:
+        assert "Operation not permitted" in str(value["widened"]), value
+    code, out = _confined(tmp_path, "affinity")
+    assert out["value"]["thread"] == every and "affinity" not in out["status"], out
 
 
 def test_threads_and_workdir_writes_still_work(tmp_path: Path) -> None:

@@ -427,7 +427,7 @@ def test_threads_that_keep_the_host_busy_through_the_windows_are_flagged(slow_ev
     with (runner/host_usage.py; suite v4's host-awake spinner kept every core of an H200 out of its
     idle states and read 1.17x its honest seed).  Fails if the timing stage does not judge the
     runner's CPU inside its windows: the spinners' relu is correct and as fast as the honest one.
-    Both sleep 2 ms a call, and the limit is 0.6 cores here, not the default 1.5: this project's
+    Both sleep 2 ms a call, and the limit is 0.6 cores here, not the default 1.25: this project's
     CPU machines have two cores, the trusted side spins on one, and the spinners' windows read
     ~0.8 there against the sleeper's ~0.17."""
     honest = judge_with(slow_evaluator, kernels.SLOW_BASELINE, window_cores_limit=0.6)
@@ -436,6 +436,36 @@ def test_threads_that_keep_the_host_busy_through_the_windows_are_flagged(slow_ev
     result = judge_with(slow_evaluator, kernels.SPINNERS, window_cores_limit=0.6)
     assert result.status is Status.FLAGGED and result.rejection == "flagged:host-threads", result.summary
     assert _window_cores(result) > 0.6 and "host's cores" in result.summary
+
+
+def test_a_pinned_runner_keeps_every_thread_on_its_one_core(slow_evaluator, monkeypatch):
+    """With the runners pinned (runner/cores.py), every thread of the candidate's runner, its four
+    spinners included, may run on the one core of its plan and nowhere else, and its windows can
+    read at most that one core.  Fails if the plan's core does not reach the runner (its threads
+    then may run on every core) or a thread can leave it."""
+    import os
+
+    from evo_fsr.runner import cores, harness
+
+    core = max(os.sched_getaffinity(0))
+    monkeypatch.setattr(cores, "pinned_plan", lambda: cores.CorePlan(runner=(core,), trusted=()))
+    real_settle = harness.RunnerProcess.settle
+    seen: dict[int, set[frozenset[int]]] = {}
+
+    def settle_and_look(self, timeout_s=harness.SETTLE_TIMEOUT_S):  # type: ignore[no-untyped-def]
+        settled = real_settle(self, timeout_s)
+        for tid in os.listdir(f"/proc/{self.pid}/task"):
+            try:
+                seen.setdefault(self.pid, set()).add(frozenset(os.sched_getaffinity(int(tid))))
+            except OSError:
+                continue                        # the thread is gone
+        return settled
+
+    monkeypatch.setattr(harness.RunnerProcess, "settle", settle_and_look)
+    result = judge_with(slow_evaluator, kernels.SPINNERS, window_cores_limit=100.0, pin_runners=True)
+    assert result.status is Status.OK, result.summary
+    assert seen and all(masks == {frozenset({core})} for masks in seen.values()), seen
+    assert _window_cores(result) <= 1.1
 
 
 def _populate_read_works() -> bool:

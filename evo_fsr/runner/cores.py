@@ -1,0 +1,104 @@
+"""Which of the host's cores a GPU's runners run on, and which the trusted side keeps.
+
+Opt-in (``EvalConfig.pin_runners`` or ``EVO_FSR_PIN_RUNNERS=1``) until a GPU run has measured it.
+Why: ``host_usage.py`` sets aside a runner whose threads take more than
+``EvalConfig.window_cores_limit`` of the host's cores inside its windows, so a candidate's own
+threads can still keep the host awake with what the limit leaves (about a quarter of a core).
+Pinned, every thread of a runner runs on one core, the one its serving thread spins on through
+every window, and it cannot leave it (confine.py refuses ``sched_setaffinity`` to a pinned
+runner). A thread of the candidate's then either waits for the serving thread or takes time
+from it, and no other core of the host is its to keep awake. Every runner of an evaluator (the
+candidate's, the baseline's, the twin's) is pinned alike, and the evaluator's own thread keeps
+off every GPU's runner core.
+
+The plan: the cores this process may run on, read once per process before it pins itself; the
+last one per GPU of the host (``/proc/driver/nvidia/gpus``, every GPU whatever
+``CUDA_VISIBLE_DEVICES`` shows) reserved for that GPU's runners, GPU i taking the i-th from the
+end; the rest for the trusted side. Several evaluators on one host (one Ray actor a GPU) so
+never share a runner core. Off, with a warning, where the host has fewer than
+``CORES_PER_GPU`` cores a GPU.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+log = logging.getLogger(__name__)
+
+PIN_ENV = "EVO_FSR_PIN_RUNNERS"
+#: a host with fewer cores than this a GPU is not pinned: the trusted side (the evaluator's
+#: thread, the compiler's processes, Ray) keeps at least three cores a GPU
+CORES_PER_GPU = 4
+NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+@dataclass(frozen=True)
+class CorePlan:
+    runner: tuple[int, ...]      # this GPU's runners' cores
+    trusted: tuple[int, ...]     # the evaluator's thread (no GPU's runner core)
+
+
+def plan(allowed: Sequence[int], gpus: int, index: int) -> CorePlan | None:
+    """GPU ``index`` of ``gpus`` on a host whose usable cores are ``allowed``; None where there
+    are too few cores to give each GPU its own (``CORES_PER_GPU``) or the index is not one of
+    the host's GPUs."""
+    cores = sorted(set(allowed))
+    if gpus < 1 or not 0 <= index < gpus or len(cores) < CORES_PER_GPU * gpus:
+        return None
+    return CorePlan(runner=(cores[-1 - index],), trusted=tuple(cores[:-gpus]))
+
+
+def host_gpus(root: Path = NVIDIA_GPUS) -> list[str]:
+    """The host's NVIDIA GPUs' PCI bus ids, sorted (empty where the driver's /proc tree is absent)."""
+    try:
+        return sorted(p.name for p in root.iterdir())
+    except OSError:
+        return []
+
+
+def device_index(visible: str | None, gpus: Sequence[str], root: Path = NVIDIA_GPUS) -> int | None:
+    """The host index of the GPU this process's device 0 is: the first entry of
+    ``CUDA_VISIBLE_DEVICES`` (``visible``; unset: 0), a number or a ``GPU-`` UUID looked up in
+    the driver's per-GPU information files (``gpus``: their bus ids); None where it is neither."""
+    first = (visible or "0").split(",")[0].strip()
+    if first.isdigit():
+        return int(first)
+    if first.startswith("GPU-"):
+        for i, bus in enumerate(gpus):
+            try:
+                if first.lower() in (root / bus / "information").read_text().lower():
+                    return i
+            except OSError:
+                continue
+    return None
+
+
+@lru_cache(maxsize=1)
+def pinned_plan() -> CorePlan | None:
+    """This process's plan (once: the cores it may use are read before it pins itself), with the
+    calling thread, the evaluator's, pinned to the trusted cores; None with a warning where the
+    host cannot be planned."""
+    gpus = host_gpus()
+    index = device_index(os.environ.get("CUDA_VISIBLE_DEVICES"), gpus)
+    allowed = sorted(os.sched_getaffinity(0))
+    chosen = plan(allowed, max(len(gpus), 1), index if index is not None else -1)
+    if chosen is None:
+        log.warning("runners not pinned (%s=1): %d usable cores for %d GPU(s), this one's host index %s; "
+                    "at least %d cores a GPU are needed", PIN_ENV, len(allowed), max(len(gpus), 1), index,
+                    CORES_PER_GPU)
+        return None
+    os.sched_setaffinity(0, chosen.trusted)
+    log.info("runners pinned to core %s; the evaluator's thread to %d other cores", chosen.runner, len(chosen.trusted))
+    return chosen
+
+
+def pinning_requested(configured: bool) -> bool:
+    return configured or os.environ.get(PIN_ENV, "") == "1"
+
+
+__all__ = ["CORES_PER_GPU", "PIN_ENV", "CorePlan", "device_index", "host_gpus", "pinned_plan", "pinning_requested",
+           "plan"]

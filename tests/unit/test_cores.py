@@ -1,0 +1,45 @@
+"""runner/cores.py: each GPU's runner core, the trusted side's cores, and the GPU's host index."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evo_fsr.runner import cores
+from evo_fsr.runner.cores import CORES_PER_GPU, CorePlan, device_index, host_gpus, plan
+
+
+def test_every_gpu_of_a_host_gets_its_own_runner_core_and_the_trusted_side_none():
+    allowed = list(range(64))
+    plans = [plan(allowed, 8, i) for i in range(8)]
+    assert all(p is not None for p in plans)
+    runner = [p.runner for p in plans if p]
+    assert len(set(runner)) == 8 and all(len(r) == 1 for r in runner)
+    assert all(set(p.trusted) == set(range(56)) for p in plans if p)
+    assert not set(sum(runner, ())) & set(plans[0].trusted)        # the evaluator keeps off every runner core
+    assert plan([5, 3, 9, 7], 1, 0) == CorePlan(runner=(9,), trusted=(3, 5, 7))
+
+
+def test_no_plan_with_too_few_cores_or_an_unknown_gpu():
+    assert plan(range(CORES_PER_GPU * 2 - 1), 2, 0) is None
+    assert plan(range(CORES_PER_GPU * 2), 2, 1) is not None
+    assert plan(range(64), 2, 2) is None and plan(range(64), 2, -1) is None and plan(range(64), 0, 0) is None
+
+
+def test_the_gpus_host_index_from_cuda_visible_devices(tmp_path: Path):
+    for bus, uuid in (("0000:1b:00.0", "GPU-aaaa"), ("0000:0a:00.0", "GPU-bbbb")):
+        (tmp_path / bus).mkdir()
+        (tmp_path / bus / "information").write_text(f"Model: NVIDIA H200\nGPU UUID: {uuid}\n")
+    gpus = host_gpus(tmp_path)
+    assert gpus == ["0000:0a:00.0", "0000:1b:00.0"]
+    assert device_index(None, gpus, tmp_path) == 0 and device_index("3,1", gpus, tmp_path) == 3
+    assert device_index("GPU-aaaa", gpus, tmp_path) == 1 and device_index("GPU-BBBB,GPU-aaaa", gpus, tmp_path) == 0
+    assert device_index("GPU-cccc", gpus, tmp_path) is None and device_index("MIG-x", gpus, tmp_path) is None
+    assert host_gpus(tmp_path / "absent") == []
+
+
+def test_pinning_is_asked_for_by_config_or_environment(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv(cores.PIN_ENV, raising=False)
+    assert not cores.pinning_requested(False) and cores.pinning_requested(True)
+    monkeypatch.setenv(cores.PIN_ENV, "1")
+    assert cores.pinning_requested(False)
