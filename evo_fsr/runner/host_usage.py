@@ -74,24 +74,25 @@ def window_cores(runner_cpu_ms: float, span_ms: float) -> float | None:
     return runner_cpu_ms / span_ms if runner_cpu_ms >= 0 and span_ms > 0 else None
 
 
-def crowded(cores: Sequence[float | None], limit: float) -> str | None:
-    """Why one shape's windows (their ``window_cores``) set the candidate aside, or None."""
-    read = [c for c in cores if c is not None]
-    over = [c for c in read if c > limit]
-    if not read or len(over) <= CROWDED_SHARE * len(read):
-        return None
-    return (f"{len(over)} of {len(read)} windows took over {limit:g} of the host's cores "
-            f"(median {statistics.median(read):.2f}, most {max(read):.2f})")
-
-
 def flagged_under(cores: Sequence[float | None]) -> float | None:
-    """The limit under which ``crowded`` would set these windows aside: ``crowded(cores, limit)``
-    is not None exactly when ``limit`` is below it (None: nothing read).  The room an honest
-    runner's windows leave under ``EvalConfig.window_cores_limit`` is read from it."""
+    """The limit under which these windows (one shape's ``window_cores``) set the candidate aside:
+    more than ``CROWDED_SHARE`` of them read over any limit below it (None: nothing read).  The
+    room an honest runner's windows leave under ``EvalConfig.window_cores_limit`` is read from it."""
     read = sorted((c for c in cores if c is not None), reverse=True)
     if not read:
         return None
     return read[int(CROWDED_SHARE * len(read))]     # more than the share over it: one past the share
+
+
+def crowded(cores: Sequence[float | None], limit: float) -> str | None:
+    """Why one shape's windows (their ``window_cores``) set the candidate aside at ``limit``
+    (``flagged_under``), or None."""
+    under = flagged_under(cores)
+    if under is None or limit >= under:
+        return None
+    read = [c for c in cores if c is not None]
+    return (f"{sum(c > limit for c in read)} of {len(read)} windows took over {limit:g} of the host's cores "
+            f"(median {statistics.median(read):.2f}, most {max(read):.2f})")
 
 
 __all__ = ["CROWDED_SHARE", "STOP_CREDIT_MS", "CpuClock", "crowded", "flagged_under", "stop_credit_ms",

@@ -52,8 +52,9 @@ def test_window_cores_and_crowded_shapes():
 
 
 def test_flagged_under_is_the_limit_crowded_turns_at():
-    """crowded(cores, limit) sets the windows aside exactly when limit is under flagged_under(cores),
-    on every window count round the quarter and every limit between and at the readings."""
+    """crowded(cores, limit) sets the windows aside exactly when more than CROWDED_SHARE of those
+    read are over the limit (counted here), which is exactly when the limit is under
+    flagged_under(cores): every window count round the quarter, every limit between and at the readings."""
     rng = random.Random(7)
     for n in range(1, 41):
         cores = [rng.choice([None, round(rng.uniform(0.8, 3.0), 2)]) for _ in range(n)]
@@ -63,7 +64,9 @@ def test_flagged_under_is_the_limit_crowded_turns_at():
             assert not read
             continue
         for limit in read + [r + 0.005 for r in read] + [read[0] - 0.01]:
-            assert (crowded(cores, limit) is not None) == (limit < under), (cores, limit, under)
+            over = sum(c is not None and c > limit for c in cores)
+            flagged = over > CROWDED_SHARE * sum(c is not None for c in cores)
+            assert (crowded(cores, limit) is not None) == flagged == (limit < under), (cores, limit, under)
     assert flagged_under([None]) is None
     assert flagged_under([1.0] * 12 + [2.0] * 4) == 1.0 and flagged_under([1.0] * 11 + [2.0] * 5) == 2.0
 
