@@ -40,8 +40,8 @@
 #                                                          # (probe_charges.py); FRESH_POOL=1: a shape charged twice
 #                                                          # is judged against a fresh pool (fresh_pool_retime)
 #   EVO_FSR_FRESH_POOL_RETIME=1 scripts/gpu_checks.sh adversarial   # the suites with the fresh pool on
-#   EVO_FSR_PIN_RUNNERS=1 scripts/gpu_checks.sh adversarial   # the suites with every runner pinned to
-#                                                          # one core of its GPU's own (runner/cores.py)
+#   EVO_FSR_PIN_RUNNERS=0 scripts/gpu_checks.sh adversarial   # the suites with the runners unpinned (the
+#                                                          # default pins each to one core, runner/cores.py)
 #   [CASES="a b" REPS=12] scripts/gpu_checks.sh rounds  # v3/v4 cases of one task and their honest twin in
 #                                                          # fresh evaluators, every timing round recorded
 #                                                          # (probe_rounds.py: pool drift; rounds.json to replay)
@@ -78,6 +78,9 @@ tests)
     # nine evaluators share the GPU on purpose: the idle gate before each window (gpu_idle.py)
     # would wait on the other groups' work, so it is off for the groups (on for the rerun alone)
     export EVO_FSR_GPU_SHARED=1
+    # and the runners unpinned: runner/cores.py gives each GPU one core for its runners, so nine
+    # processes on one GPU would put every runner of all nine on that one core
+    export EVO_FSR_PIN_RUNNERS=0
     timeout 540 $P tests/gpu/test_evaluator_gpu.py tests/gpu/test_edges_gpu.py > "$out/t_eval.log" 2>&1 &
     timeout 540 $P -s tests/gpu/test_families_a_gpu.py tests/gpu/test_export_gpu.py tests/gpu/test_base_sets_gpu.py \
         > "$out/t_families_a.log" 2>&1 &
@@ -114,7 +117,7 @@ tests)
     failed=$(grep -hoE "^(FAILED|ERROR) tests/[^ ]+" "$out"/t_*.log | cut -d' ' -f2 | sort -u)
     if [ -n "$failed" ]; then
         step "the $(echo "$failed" | wc -l) failed tests again, alone"
-        unset EVO_FSR_GPU_SHARED
+        unset EVO_FSR_GPU_SHARED EVO_FSR_PIN_RUNNERS
         # shellcheck disable=SC2086  # a list of test ids
         timeout "${RERUN_S:-240}" $P $failed > "$out/rerun.log" 2>&1
         grep -E "^(FAILED|ERROR)" "$out/rerun.log" | head -n 10; tail -n 1 "$out/rerun.log"

@@ -100,9 +100,9 @@ class EvalConfig:
     window_cores_limit: float = WINDOW_CORES_LIMIT  # host CPU per window second a candidate's runner may take
                                               # (runner/host_usage.py); over it in more than a quarter of one
                                               # shape's windows: flagged:host-threads
-    pin_runners: bool = False                 # every runner on one core of its GPU's own, the evaluator's
-                                              # thread off them (runner/cores.py; also EVO_FSR_PIN_RUNNERS=1):
-                                              # opt-in until a GPU run has measured it
+    pin_runners: bool = True                  # every runner on one core of its GPU's own, the evaluator's
+                                              # thread off them (runner/cores.py; EVO_FSR_PIN_RUNNERS=0 or 1
+                                              # overrides; off with a warning under 4 cores a GPU)
 
 
 def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult,

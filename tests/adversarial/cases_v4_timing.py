@@ -21,6 +21,9 @@ cannot catch them.  POSIX calls beyond the include allow-list are declared with 
 """
 from __future__ import annotations
 
+from evo_fsr.runner import cores
+from evo_fsr.verdict.evaluate import EvalConfig
+
 from .cases_v2_blocks import NO_SPEEDUP, POSIX
 from .cases_v3 import BROKEN, CaseV3, wrap
 
@@ -353,6 +356,15 @@ AWAKE_MODES: dict[str, tuple[str, str, str, str, str]] = {
 }
 
 
+#: the modes that gain where the runners are not pinned (runner/cores.py: EVO_FSR_PIN_RUNNERS=0, or a host with
+#: fewer than four cores a GPU): the host-threads limit alone leaves them room
+UNPINNED_HOLES = {
+    "one_core_under_the_limit": (
+        "runners not pinned: a fifth of a core of spinning stays under the 1.25-core limit (host_usage.py) and "
+        "read x1.64 against the honest seed's x1.40 on an H200 (forty-seventh session); pinned, x1.07"),
+}
+
+
 def awake_host(mode: str = "every_core") -> CaseV3:
     name, threads, burst_us, share, spend = AWAKE_MODES[mode]
     prelude = POSIX + PATCH + r'''
@@ -413,12 +425,17 @@ static int adv_scaled_elapsed(float* ms, void* a, void* b) {
         "package, while the twin's and the baseline's windows, which set the overhead subtracted, start from "
         "idle cores. cudaEventElapsedTime reports 85 % of the real time of every batched window. The gain is "
         "the C-state exit latency the host has (none where idle states are off): a probe, not a sure hole",
-        honest=MC_HONEST, evidence=("adv-awake:",), unsound=BROKEN, x86_only=True)
+        honest=MC_HONEST, evidence=("adv-awake:",), unsound=BROKEN, x86_only=True,
+        hole="" if mode not in UNPINNED_HOLES or cores.pins(EvalConfig().pin_runners) else UNPINNED_HOLES[mode])
         # every_core, H200 (2026-12-01): x1.68 against the honest seed's x1.43, 1.17x, over the 1.15x allowance.
         # H200 (2026-12-03, forty-fifth session), the runner's CPU read at rest around every window
         # (runner/host_usage.py): all three modes read x1.67 against the honest x1.42 and were flagged:host-threads,
         # window cores (median, most) every_core 9.21 (11.36), one_core 1.77 (1.86), every_core_briefly 2.19
         # (3.17); every honest twin and legitimate case of suites v3 and v4 read 0.91-0.99 (most 1.10)
+        # H200 (forty-seventh session, limit 1.25), suite v4 unpinned then pinned (runner/cores.py) in one call:
+        # unpinned every_core, one_core, every_core_briefly and every_core_under_the_limit flagged (window cores
+        # 9.43, 1.81, 2.19, 1.45), one_core_under_the_limit OK x1.64 against the honest x1.40 (1.13 cores: the hole);
+        # pinned, all five OK at x0.00, x0.01, x1.03, x1.10, x1.07 against the honest x1.42
 
 
 # -- forgery: only in the round that cannot be followed by a worse one -------------------------------------------

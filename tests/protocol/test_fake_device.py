@@ -429,11 +429,12 @@ def test_threads_that_keep_the_host_busy_through_the_windows_are_flagged(slow_ev
     runner's CPU inside its windows: the spinners' relu is correct and as fast as the honest one.
     Both sleep 2 ms a call, and the limit is 0.6 cores here, not the default 1.25: this project's
     CPU machines have two cores, the trusted side spins on one, and the spinners' windows read
-    ~0.8 there against the sleeper's ~0.17."""
-    honest = judge_with(slow_evaluator, kernels.SLOW_BASELINE, window_cores_limit=0.6)
+    ~0.8 there against the sleeper's ~0.17.  Unpinned (runner/cores.py), as where a host has
+    fewer than four cores a GPU: this is the check that then stands alone."""
+    honest = judge_with(slow_evaluator, kernels.SLOW_BASELINE, window_cores_limit=0.6, pin_runners=False)
     assert honest.status is Status.OK, honest.summary
     assert 0.0 < _window_cores(honest) < 0.6
-    result = judge_with(slow_evaluator, kernels.SPINNERS, window_cores_limit=0.6)
+    result = judge_with(slow_evaluator, kernels.SPINNERS, window_cores_limit=0.6, pin_runners=False)
     assert result.status is Status.FLAGGED and result.rejection == "flagged:host-threads", result.summary
     assert _window_cores(result) > 0.6 and "host's cores" in result.summary
 

@@ -38,8 +38,23 @@ def test_the_gpus_host_index_from_cuda_visible_devices(tmp_path: Path):
     assert host_gpus(tmp_path / "absent") == []
 
 
-def test_pinning_is_asked_for_by_config_or_environment(monkeypatch: pytest.MonkeyPatch):
+def test_pinning_is_on_by_default_and_the_environment_overrides_the_config(monkeypatch: pytest.MonkeyPatch):
+    from evo_fsr.verdict.evaluate import EvalConfig
+
     monkeypatch.delenv(cores.PIN_ENV, raising=False)
+    assert EvalConfig().pin_runners
     assert not cores.pinning_requested(False) and cores.pinning_requested(True)
     monkeypatch.setenv(cores.PIN_ENV, "1")
-    assert cores.pinning_requested(False)
+    assert cores.pinning_requested(False) and cores.pinning_requested(True)
+    monkeypatch.setenv(cores.PIN_ENV, "0")
+    assert not cores.pinning_requested(True) and not cores.pinning_requested(False)
+    monkeypatch.setenv(cores.PIN_ENV, "yes")           # neither 0 nor 1: the config decides
+    assert cores.pinning_requested(True) and not cores.pinning_requested(False)
+
+
+def test_an_evaluator_pins_only_where_it_is_asked_and_the_host_has_a_plan(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv(cores.PIN_ENV, raising=False)
+    monkeypatch.setattr(cores, "host_plan", lambda: cores.CorePlan(runner=(3,), trusted=(0, 1, 2)))
+    assert cores.pins(True) and not cores.pins(False)
+    monkeypatch.setattr(cores, "host_plan", lambda: None)
+    assert not cores.pins(True)
