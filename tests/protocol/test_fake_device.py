@@ -440,16 +440,17 @@ def test_threads_that_keep_the_host_busy_through_the_windows_are_flagged(slow_ev
 
 
 def test_a_pinned_runner_keeps_every_thread_on_its_one_core(slow_evaluator, monkeypatch):
-    """With the runners pinned (runner/cores.py), every thread of the candidate's runner, its four
+    """With the runners pinned (runner/cores.py; the default), every thread of the candidate's runner, its four
     spinners included, may run on the one core of its plan and nowhere else, and its windows can
     read at most that one core.  Fails if the plan's core does not reach the runner (its threads
-    then may run on every core) or a thread can leave it."""
+    then may run on every core), a thread can leave it, or pinning is not the default."""
     import os
 
     from evo_fsr.runner import cores, harness
 
     core = max(os.sched_getaffinity(0))
     monkeypatch.setattr(cores, "pinned_plan", lambda: cores.CorePlan(runner=(core,), trusted=()))
+    monkeypatch.delenv(cores.PIN_ENV, raising=False)     # the default config pins
     real_settle = harness.RunnerProcess.settle
     seen: dict[int, set[frozenset[int]]] = {}
 
@@ -463,7 +464,7 @@ def test_a_pinned_runner_keeps_every_thread_on_its_one_core(slow_evaluator, monk
         return settled
 
     monkeypatch.setattr(harness.RunnerProcess, "settle", settle_and_look)
-    result = judge_with(slow_evaluator, kernels.SPINNERS, window_cores_limit=100.0, pin_runners=True)
+    result = judge_with(slow_evaluator, kernels.SPINNERS, window_cores_limit=100.0)
     assert result.status is Status.OK, result.summary
     assert seen and all(masks == {frozenset({core})} for masks in seen.values()), seen
     assert _window_cores(result) <= 1.1
