@@ -14,7 +14,8 @@ off every GPU's runner core.
 The plan: the cores this process may run on, read once per process before it pins itself; the
 last one per GPU of the host (``/proc/driver/nvidia/gpus``, every GPU whatever
 ``CUDA_VISIBLE_DEVICES`` shows) reserved for that GPU's runners, GPU i taking the i-th from the
-end; the rest for the trusted side. Several evaluators on one host (one Ray actor a GPU) so
+end, where i is the GPU's device minor (host-wide, so containers of one host shown one GPU each
+take different cores) or, where those do not read, its place; the rest for the trusted side. Several evaluators on one host (one Ray actor a GPU) so
 never share a runner core; several processes on one GPU do (one core for all their runners), so
 such runs turn pinning off (``scripts/gpu_checks.sh tests``, nine test groups on one GPU). Off,
 with a warning, where the host has fewer than ``CORES_PER_GPU`` cores a GPU.
@@ -84,17 +85,44 @@ def device_index(visible: str | None, gpus: Sequence[str], root: Path = NVIDIA_G
     return None
 
 
+def device_minors(gpus: Sequence[str], root: Path = NVIDIA_GPUS) -> list[int] | None:
+    """Each GPU's ``Device Minor`` (its /dev/nvidiaN, numbered across the whole host even where a
+    container sees a few of its GPUs), in the order of ``gpus``; None unless every one reads and
+    they differ."""
+    minors: list[int] = []
+    for bus in gpus:
+        try:
+            lines = (root / bus / "information").read_text().splitlines()
+        except OSError:
+            return None
+        found = [line.split(":", 1)[1].strip() for line in lines if line.lower().startswith("device minor:")]
+        if not found or not found[0].isdigit():
+            return None
+        minors.append(int(found[0]))
+    return minors if len(set(minors)) == len(minors) else None
+
+
+def host_slot(visible: str | None, gpus: Sequence[str], root: Path = NVIDIA_GPUS) -> tuple[int | None, int]:
+    """This process's GPU's slot among the host's and how many slots there are: its device minor
+    and the highest one + 1 where every GPU's reads (so two containers of one host, each shown
+    one GPU, take different cores), else its place among ``gpus`` and their count (at least 1)."""
+    index = device_index(visible, gpus, root)
+    minors = device_minors(gpus, root) if gpus else None
+    if minors is None or index is None or not 0 <= index < len(gpus):
+        return index, max(len(gpus), 1)
+    return minors[index], max(minors) + 1
+
+
 @lru_cache(maxsize=1)
 def host_plan() -> CorePlan | None:
     """This process's plan, read once (before it pins itself) and changing nothing; None with a
     warning where the host cannot be planned."""
-    gpus = host_gpus()
-    index = device_index(os.environ.get("CUDA_VISIBLE_DEVICES"), gpus)
+    index, slots = host_slot(os.environ.get("CUDA_VISIBLE_DEVICES"), host_gpus())
     allowed = sorted(os.sched_getaffinity(0))
-    chosen = plan(allowed, max(len(gpus), 1), index if index is not None else -1)
+    chosen = plan(allowed, slots, index if index is not None else -1)
     if chosen is None:
-        log.warning("runners not pinned: %d usable cores for %d GPU(s), this one's host index %s; "
-                    "at least %d cores a GPU are needed", len(allowed), max(len(gpus), 1), index, CORES_PER_GPU)
+        log.warning("runners not pinned: %d usable cores for %d GPU slot(s), this one's %s; "
+                    "at least %d cores a GPU are needed", len(allowed), slots, index, CORES_PER_GPU)
     return chosen
 
 
@@ -120,5 +148,5 @@ def pins(configured: bool) -> bool:
     return pinning_requested(configured) and host_plan() is not None
 
 
-__all__ = ["CORES_PER_GPU", "PIN_ENV", "CorePlan", "device_index", "host_gpus", "host_plan", "pinned_plan",
-           "pinning_requested", "pins", "plan"]
+__all__ = ["CORES_PER_GPU", "PIN_ENV", "CorePlan", "device_index", "device_minors", "host_gpus", "host_plan",
+           "host_slot", "pinned_plan", "pinning_requested", "pins", "plan"]

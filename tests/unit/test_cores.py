@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from evo_fsr.runner import cores
-from evo_fsr.runner.cores import CORES_PER_GPU, CorePlan, device_index, host_gpus, plan
+from evo_fsr.runner.cores import CORES_PER_GPU, CorePlan, device_index, device_minors, host_gpus, host_slot, plan
 
 
 def test_every_gpu_of_a_host_gets_its_own_runner_core_and_the_trusted_side_none():
@@ -58,3 +58,39 @@ def test_an_evaluator_pins_only_where_it_is_asked_and_the_host_has_a_plan(monkey
     assert cores.pins(True) and not cores.pins(False)
     monkeypatch.setattr(cores, "host_plan", lambda: None)
     assert not cores.pins(True)
+
+
+def _gpu_tree(root: Path, gpus: dict[str, tuple[str, str | None]]) -> list[str]:
+    """A driver /proc tree: bus id -> (UUID, device minor or None for a file without the line)."""
+    for bus, (uuid, minor) in gpus.items():
+        (root / bus).mkdir()
+        text = f"Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-{uuid}\nBus Location: \t {bus}\n"
+        (root / bus / "information").write_text(text + (f"Device Minor: \t {minor}\n" if minor is not None else ""))
+    return host_gpus(root)
+
+
+def test_a_gpus_slot_is_its_device_minor_so_containers_of_one_host_take_different_cores(tmp_path: Path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    # two containers of one 8-GPU host, shown GPU 3 and GPU 6 (each sees itself as device 0)
+    seen_one = _gpu_tree(one, {"0000:3d:00.0": ("cccc", "3")})
+    seen_two = _gpu_tree(two, {"0000:9a:00.0": ("ffff", "6")})
+    assert host_slot(None, seen_one, one) == (3, 4) and host_slot("0", seen_two, two) == (6, 7)
+    a, b = plan(range(64), 4, 3), plan(range(64), 7, 6)             # their slots, as above
+    assert a is not None and b is not None and a.runner != b.runner
+    assert device_minors(seen_one, one) == [3]
+
+
+def test_a_gpus_slot_falls_back_to_its_place_where_a_minor_does_not_read(tmp_path: Path):
+    gpus = _gpu_tree(tmp_path, {"0000:0a:00.0": ("aaaa", "0"), "0000:1b:00.0": ("bbbb", None)})
+    assert device_minors(gpus, tmp_path) is None
+    assert host_slot("1", gpus, tmp_path) == (1, 2) and host_slot("GPU-aaaa", gpus, tmp_path) == (0, 2)
+    assert host_slot(None, [], tmp_path) == (0, 1)                   # no /proc tree: one GPU, this one
+    assert host_slot("5", gpus, tmp_path) == (5, 2)                  # out of range: plan() refuses it
+    assert plan(range(64), 2, 5) is None
+
+
+def test_equal_minors_are_not_trusted(tmp_path: Path):
+    gpus = _gpu_tree(tmp_path, {"0000:0a:00.0": ("aaaa", "2"), "0000:1b:00.0": ("bbbb", "2")})
+    assert device_minors(gpus, tmp_path) is None and host_slot("1", gpus, tmp_path) == (1, 2)
