@@ -14,8 +14,9 @@ off every GPU's runner core.
 The plan: the cores this process may run on, read once per process before it pins itself; the
 last one per GPU of the host (``/proc/driver/nvidia/gpus``, every GPU whatever
 ``CUDA_VISIBLE_DEVICES`` shows) reserved for that GPU's runners, GPU i taking the i-th from the
-end, where i is the GPU's device minor (host-wide, so containers of one host shown one GPU each
-take different cores) or, where those do not read, its place; the rest for the trusted side. Several evaluators on one host (one Ray actor a GPU) so
+end, where i is the GPU's device minor (host-wide) modulo the cores' slots (``host_slot``: so
+containers of one host shown one GPU each take different cores where they can) or, where the
+minors do not read, its place; the rest for the trusted side. Several evaluators on one host (one Ray actor a GPU) so
 never share a runner core; several processes on one GPU do (one core for all their runners), so
 such runs turn pinning off (``scripts/gpu_checks.sh tests``, nine test groups on one GPU). Off,
 with a warning, where the host has fewer than ``CORES_PER_GPU`` cores a GPU.
@@ -102,23 +103,30 @@ def device_minors(gpus: Sequence[str], root: Path = NVIDIA_GPUS) -> list[int] | 
     return minors if len(set(minors)) == len(minors) else None
 
 
-def host_slot(visible: str | None, gpus: Sequence[str], root: Path = NVIDIA_GPUS) -> tuple[int | None, int]:
-    """This process's GPU's slot among the host's and how many slots there are: its device minor
-    and the highest one + 1 where every GPU's reads (so two containers of one host, each shown
-    one GPU, take different cores), else its place among ``gpus`` and their count (at least 1)."""
+def host_slot(visible: str | None, gpus: Sequence[str], cores: int, root: Path = NVIDIA_GPUS) -> tuple[int | None, int]:
+    """This process's GPU's runner slot and how many slots are reserved, on a host of ``cores``
+    usable cores. Where every GPU's device minor reads: the minor modulo the slots the cores allow
+    (one per ``CORES_PER_GPU``), all of them reserved, so that containers of one host shown a GPU
+    each take different cores where their minors differ modulo that, and a high minor never leaves
+    a GPU unpinned; where the minors do not read, or collide modulo the slots: its place among
+    ``gpus`` and their count (at least 1)."""
     index = device_index(visible, gpus, root)
+    fallback = index, max(len(gpus), 1)
     minors = device_minors(gpus, root) if gpus else None
-    if minors is None or index is None or not 0 <= index < len(gpus):
-        return index, max(len(gpus), 1)
-    return minors[index], max(minors) + 1
+    slots = cores // CORES_PER_GPU
+    if minors is None or index is None or not 0 <= index < len(gpus) or slots < len(gpus):
+        return fallback
+    if len({m % slots for m in minors}) < len(minors):
+        return fallback
+    return minors[index] % slots, slots
 
 
 @lru_cache(maxsize=1)
 def host_plan() -> CorePlan | None:
     """This process's plan, read once (before it pins itself) and changing nothing; None with a
     warning where the host cannot be planned."""
-    index, slots = host_slot(os.environ.get("CUDA_VISIBLE_DEVICES"), host_gpus())
     allowed = sorted(os.sched_getaffinity(0))
+    index, slots = host_slot(os.environ.get("CUDA_VISIBLE_DEVICES"), host_gpus(), len(allowed))
     chosen = plan(allowed, slots, index if index is not None else -1)
     if chosen is None:
         log.warning("runners not pinned: %d usable cores for %d GPU slot(s), this one's %s; "

@@ -73,24 +73,36 @@ def test_a_gpus_slot_is_its_device_minor_so_containers_of_one_host_take_differen
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir()
     two.mkdir()
-    # two containers of one 8-GPU host, shown GPU 3 and GPU 6 (each sees itself as device 0)
+    # two containers of one 8-GPU host sharing its 64 cores, shown GPU 3 and GPU 6 (each its device 0)
     seen_one = _gpu_tree(one, {"0000:3d:00.0": ("cccc", "3")})
     seen_two = _gpu_tree(two, {"0000:9a:00.0": ("ffff", "6")})
-    assert host_slot(None, seen_one, one) == (3, 4) and host_slot("0", seen_two, two) == (6, 7)
-    a, b = plan(range(64), 4, 3), plan(range(64), 7, 6)             # their slots, as above
-    assert a is not None and b is not None and a.runner != b.runner
     assert device_minors(seen_one, one) == [3]
+    assert host_slot(None, seen_one, 64, one) == (3, 16) and host_slot("0", seen_two, 64, two) == (6, 16)
+    a, b = plan(range(64), 16, 3), plan(range(64), 16, 6)
+    assert a is not None and b is not None and a.runner != b.runner
+    assert not set(a.runner + b.runner) & set(a.trusted)          # neither evaluator runs on either runner core
 
 
-def test_a_gpus_slot_falls_back_to_its_place_where_a_minor_does_not_read(tmp_path: Path):
-    gpus = _gpu_tree(tmp_path, {"0000:0a:00.0": ("aaaa", "0"), "0000:1b:00.0": ("bbbb", None)})
-    assert device_minors(gpus, tmp_path) is None
-    assert host_slot("1", gpus, tmp_path) == (1, 2) and host_slot("GPU-aaaa", gpus, tmp_path) == (0, 2)
-    assert host_slot(None, [], tmp_path) == (0, 1)                   # no /proc tree: one GPU, this one
-    assert host_slot("5", gpus, tmp_path) == (5, 2)                  # out of range: plan() refuses it
-    assert plan(range(64), 2, 5) is None
+def test_a_high_minor_never_leaves_a_small_container_unpinned(tmp_path: Path):
+    gpus = _gpu_tree(tmp_path, {"0000:9a:00.0": ("ffff", "5")})      # one GPU of a big host, 16 cores
+    index, slots = host_slot(None, gpus, 16, tmp_path)
+    assert (index, slots) == (1, 4) and plan(range(16), slots, index) == CorePlan(runner=(14,), trusted=tuple(range(12)))
+
+
+def test_a_gpus_slot_falls_back_to_its_place_where_a_minor_does_not_read_or_minors_collide(tmp_path: Path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    gpus = _gpu_tree(one, {"0000:0a:00.0": ("aaaa", "0"), "0000:1b:00.0": ("bbbb", None)})
+    assert device_minors(gpus, one) is None
+    assert host_slot("1", gpus, 64, one) == (1, 2) and host_slot("GPU-aaaa", gpus, 64, one) == (0, 2)
+    assert host_slot(None, [], 64, one) == (0, 1)                    # no /proc tree: one GPU, this one
+    assert host_slot("5", gpus, 64, one) == (5, 2) and plan(range(64), 2, 5) is None   # out of range: refused
+    gpus = _gpu_tree(two, {"0000:0a:00.0": ("aaaa", "0"), "0000:1b:00.0": ("bbbb", "4")})
+    assert host_slot("1", gpus, 64, two) == (4, 16)
+    assert host_slot("1", gpus, 16, two) == (1, 2)                   # 0 and 4 share a slot of 4: places
 
 
 def test_equal_minors_are_not_trusted(tmp_path: Path):
     gpus = _gpu_tree(tmp_path, {"0000:0a:00.0": ("aaaa", "2"), "0000:1b:00.0": ("bbbb", "2")})
-    assert device_minors(gpus, tmp_path) is None and host_slot("1", gpus, tmp_path) == (1, 2)
+    assert device_minors(gpus, tmp_path) is None and host_slot("1", gpus, 64, tmp_path) == (1, 2)
