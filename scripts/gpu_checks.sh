@@ -42,6 +42,9 @@
 #   EVO_FSR_FRESH_POOL_RETIME=1 scripts/gpu_checks.sh adversarial   # the suites with the fresh pool on
 #   EVO_FSR_PIN_RUNNERS=0 scripts/gpu_checks.sh adversarial   # the suites with the runners unpinned (the
 #                                                          # default pins each to one core, runner/cores.py)
+#   [SPECS="task:seed v4:case" REPS=4] scripts/gpu_checks.sh pinning  # honest kernels judged pinned and
+#                                                          # unpinned, alternating in one process: what
+#                                                          # pinning costs them (probe_pinning.py, ~5 min)
 #   [CASES="a b" REPS=12] scripts/gpu_checks.sh rounds  # v3/v4 cases of one task and their honest twin in
 #                                                          # fresh evaluators, every timing round recorded
 #                                                          # (probe_rounds.py: pool drift; rounds.json to replay)
@@ -257,6 +260,14 @@ charges)
     timeout "${LIMIT_S:-200}" python3 scripts/probe_charges.py --task "${TASK:-dot_product}" --seed "${SEED:-persistent}" \
         --reps "${REPS:-8}" --trials "${TRIALS:-20}" --out "$out" ${FRESH_POOL:+--fresh-pool} 2>&1 | grep -v Warning \
         | tee "$out/charges.log" | tail -n 60
+    ;;
+pinning)
+    # honest kernels judged by a pinned and an unpinned evaluator in one process, alternating:
+    # what pinning the runners (runner/cores.py, the default) costs them (probe_pinning.py)
+    step "pinned against unpinned runners, ${REPS:-4} judgements each way"
+    # shellcheck disable=SC2086  # a list of specs
+    timeout "${LIMIT_S:-540}" python3 scripts/probe_pinning.py --reps "${REPS:-4}" ${SPECS:-} 2>&1 | grep -v Warning \
+        | tee "$out/pinning.log" | tail -n 70
     ;;
 rounds)
     # the suites' settings, a fresh evaluator a rep: the pool's overhead against the rounds' (probe_rounds.py)
