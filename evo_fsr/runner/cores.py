@@ -123,14 +123,17 @@ def host_slot(visible: str | None, gpus: Sequence[str], cores: int, root: Path =
 
 @lru_cache(maxsize=1)
 def host_plan() -> CorePlan | None:
-    """This process's plan, read once (before it pins itself) and changing nothing; None with a
-    warning where the host cannot be planned."""
-    allowed = sorted(os.sched_getaffinity(0))
-    index, slots = host_slot(os.environ.get("CUDA_VISIBLE_DEVICES"), host_gpus(), len(allowed))
+    """This process's plan, read once (before it pins itself) and changing nothing; None, said in
+    the log, where the host cannot be planned."""
+    allowed, gpus = sorted(os.sched_getaffinity(0)), host_gpus()
+    index, slots = host_slot(os.environ.get("CUDA_VISIBLE_DEVICES"), gpus, len(allowed))
     chosen = plan(allowed, slots, index if index is not None else -1)
     if chosen is None:
-        log.warning("runners not pinned: %d usable cores for %d GPU slot(s), this one's %s; "
-                    "at least %d cores a GPU are needed", len(allowed), slots, index, CORES_PER_GPU)
+        # a warning where the driver lists GPUs; without its tree there is most likely no GPU to
+        # time on (CPU machines, the fake device), and the no-GPU error says what matters
+        log.log(logging.WARNING if gpus else logging.INFO,
+                "runners not pinned: %d usable cores for %d GPU slot(s), this one's %s; at least %d cores a GPU "
+                "are needed", len(allowed), slots, index, CORES_PER_GPU)
     return chosen
 
 

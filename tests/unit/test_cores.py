@@ -106,3 +106,16 @@ def test_a_gpus_slot_falls_back_to_its_place_where_a_minor_does_not_read_or_mino
 def test_equal_minors_are_not_trusted(tmp_path: Path):
     gpus = _gpu_tree(tmp_path, {"0000:0a:00.0": ("aaaa", "2"), "0000:1b:00.0": ("bbbb", "2")})
     assert device_minors(gpus, tmp_path) is None and host_slot("1", gpus, 64, tmp_path) == (1, 2)
+
+
+def test_an_unplanned_host_warns_only_where_the_driver_lists_gpus(monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture):
+    monkeypatch.setattr(cores.os, "sched_getaffinity", lambda pid: {0, 1})
+    for gpus, level in ((["0000:1b:00.0"], "WARNING"), ([], "INFO")):
+        monkeypatch.setattr(cores, "host_gpus", lambda gpus=gpus: gpus)
+        cores.host_plan.cache_clear()
+        caplog.clear()
+        with caplog.at_level("INFO", logger="evo_fsr.runner.cores"):
+            assert cores.host_plan() is None
+        assert [r.levelname for r in caplog.records] == [level] and "not pinned" in caplog.text
+    cores.host_plan.cache_clear()
