@@ -56,15 +56,14 @@ def resolve(spec: str) -> tuple[str, str, str]:
         if case is None:
             raise SystemExit(f"probe_pinning: {spec!r}: no case of that name in suite {kind}")
         return case.task, spec, case.source
-    from evo_fsr.tasks import get_task  # noqa: PLC0415
-    seeds = get_task(kind).seeds()
+    from evo_fsr.tasks import TaskError, get_task  # noqa: PLC0415
+    try:
+        seeds = get_task(kind).seeds()
+    except TaskError as exc:
+        raise SystemExit(f"probe_pinning: {spec!r}: {exc}") from None
     if name not in seeds:
         raise SystemExit(f"probe_pinning: {spec!r}: task {kind} has no seed {name} (it has {', '.join(sorted(seeds))})")
     return kind, spec, seeds[name]
-
-
-def one(ev: Evaluator, task: str, label: str, source: str) -> EvalResult:
-    return ev.evaluate(Candidate(task=task, source=source, label=label))
 
 
 def describe(result: EvalResult) -> str:
@@ -97,7 +96,7 @@ def main() -> int:
             for rep in range(args.reps):
                 order = (True, False) if rep % 2 == 0 else (False, True)
                 for pinned in order:
-                    result = one(evaluators[pinned], task, label, source)
+                    result = evaluators[pinned].evaluate(Candidate(task=task, source=source, label=label))
                     if result.status is Status.OK:
                         readings.speedups[pinned].append(result.geomean_speedup)
                     print(f"{label:40s} rep {rep} {'pinned  ' if pinned else 'unpinned'} {describe(result)}", flush=True)

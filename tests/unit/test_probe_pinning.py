@@ -23,7 +23,8 @@ def test_a_seed_spec_is_the_tasks_seed_and_a_case_spec_the_cases_source():
 
 
 @pytest.mark.parametrize("spec, says", [("relu", "expected TASK:SEED"), ("relu:nope", "has no seed nope"),
-                                        ("v4:nope", "no case of that name")])
+                                        ("v4:nope", "no case of that name"),
+                                        ("nope:naive", "no task named 'nope'")])
 def test_a_wrong_spec_is_refused_by_name(spec: str, says: str):
     with pytest.raises(SystemExit, match=says):
         probe_pinning.resolve(spec)
