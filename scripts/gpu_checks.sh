@@ -80,10 +80,8 @@ tests)
     step "evaluator, edges, families, distributions, fused checks, export, LLM (9 groups in parallel)"
     # nine evaluators share the GPU on purpose: the idle gate before each window (gpu_idle.py)
     # would wait on the other groups' work, so it is off for the groups (on for the rerun alone)
+    # (and with it the runners' pinning: one core for the runners of all nine, runner/cores.py)
     export EVO_FSR_GPU_SHARED=1
-    # and the runners unpinned: runner/cores.py gives each GPU one core for its runners, so nine
-    # processes on one GPU would put every runner of all nine on that one core
-    export EVO_FSR_PIN_RUNNERS=0
     timeout 540 $P tests/gpu/test_evaluator_gpu.py tests/gpu/test_edges_gpu.py > "$out/t_eval.log" 2>&1 &
     timeout 540 $P -s tests/gpu/test_families_a_gpu.py tests/gpu/test_export_gpu.py tests/gpu/test_base_sets_gpu.py \
         > "$out/t_families_a.log" 2>&1 &
@@ -120,7 +118,7 @@ tests)
     failed=$(grep -hoE "^(FAILED|ERROR) tests/[^ ]+" "$out"/t_*.log | cut -d' ' -f2 | sort -u)
     if [ -n "$failed" ]; then
         step "the $(echo "$failed" | wc -l) failed tests again, alone"
-        unset EVO_FSR_GPU_SHARED EVO_FSR_PIN_RUNNERS
+        unset EVO_FSR_GPU_SHARED
         # shellcheck disable=SC2086  # a list of test ids
         timeout "${RERUN_S:-240}" $P $failed > "$out/rerun.log" 2>&1
         grep -E "^(FAILED|ERROR)" "$out/rerun.log" | head -n 10; tail -n 1 "$out/rerun.log"

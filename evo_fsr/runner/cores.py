@@ -17,9 +17,10 @@ last one per GPU of the host (``/proc/driver/nvidia/gpus``, every GPU whatever
 end, where i is the GPU's device minor (host-wide) modulo the cores' slots (``host_slot``: so
 containers of one host shown one GPU each take different cores where they can) or, where the
 minors do not read, its place; the rest for the trusted side. Several evaluators on one host (one Ray actor a GPU) so
-never share a runner core; several processes on one GPU do (one core for all their runners), so
-such runs turn pinning off (``scripts/gpu_checks.sh tests``, nine test groups on one GPU). Off,
-with a warning, where the host has fewer than ``CORES_PER_GPU`` cores a GPU.
+never share a runner core; several processes on one GPU would (one core for all their runners),
+so an evaluator whose GPU is shared on purpose (``EvalConfig.gpu_shared``, ``EVO_FSR_GPU_SHARED=1``:
+``scripts/gpu_checks.sh tests``' nine groups) does not pin. Off, with a warning, where the host
+has fewer than ``CORES_PER_GPU`` cores a GPU.
 
 Measured (H200, forty-seventh session, suite v4 unpinned and pinned in one call): unpinned, a
 SCHED_IDLE thread spinning 20 us in every 100 us (a fifth of a core, under the 1.25 limit) read
@@ -69,6 +70,14 @@ def host_gpus(root: Path = NVIDIA_GPUS) -> list[str]:
         return []
 
 
+def _information(root: Path, bus: str) -> str | None:
+    """The driver's information file of one GPU (model, UUID, device minor ...), None if unread."""
+    try:
+        return (root / bus / "information").read_text()
+    except OSError:
+        return None
+
+
 def device_index(visible: str | None, gpus: Sequence[str], root: Path = NVIDIA_GPUS) -> int | None:
     """The host index of the GPU this process's device 0 is: the first entry of
     ``CUDA_VISIBLE_DEVICES`` (``visible``; unset: 0), a number or a ``GPU-`` UUID looked up in
@@ -78,11 +87,8 @@ def device_index(visible: str | None, gpus: Sequence[str], root: Path = NVIDIA_G
         return int(first)
     if first.startswith("GPU-"):
         for i, bus in enumerate(gpus):
-            try:
-                if first.lower() in (root / bus / "information").read_text().lower():
-                    return i
-            except OSError:
-                continue
+            if first.lower() in (_information(root, bus) or "").lower():
+                return i
     return None
 
 
@@ -92,10 +98,7 @@ def device_minors(gpus: Sequence[str], root: Path = NVIDIA_GPUS) -> list[int] | 
     they differ."""
     minors: list[int] = []
     for bus in gpus:
-        try:
-            lines = (root / bus / "information").read_text().splitlines()
-        except OSError:
-            return None
+        lines = (_information(root, bus) or "").splitlines()
         found = [line.split(":", 1)[1].strip() for line in lines if line.lower().startswith("device minor:")]
         if not found or not found[0].isdigit():
             return None
@@ -111,13 +114,11 @@ def host_slot(visible: str | None, gpus: Sequence[str], cores: int, root: Path =
     a GPU unpinned; where the minors do not read, or collide modulo the slots: its place among
     ``gpus`` and their count (at least 1)."""
     index = device_index(visible, gpus, root)
-    fallback = index, max(len(gpus), 1)
     minors = device_minors(gpus, root) if gpus else None
     slots = cores // CORES_PER_GPU
-    if minors is None or index is None or not 0 <= index < len(gpus) or slots < len(gpus):
-        return fallback
-    if len({m % slots for m in minors}) < len(minors):
-        return fallback
+    if (minors is None or index is None or not 0 <= index < len(gpus) or slots < len(gpus)
+            or len({m % slots for m in minors}) < len(minors)):
+        return index, max(len(gpus), 1)
     return minors[index] % slots, slots
 
 

@@ -102,7 +102,8 @@ class EvalConfig:
                                               # shape's windows: flagged:host-threads
     pin_runners: bool = True                  # every runner on one core of its GPU's own, the evaluator's
                                               # thread off them (runner/cores.py; EVO_FSR_PIN_RUNNERS=0 or 1
-                                              # overrides; off with a warning under 4 cores a GPU)
+                                              # overrides; off with a warning under 4 cores a GPU, and off
+                                              # where gpu_shared)
 
 
 def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult,
@@ -136,7 +137,10 @@ class Evaluator:
             shared = (str(self._memory.folder),)
             self.policy = replace(self.policy, extra_write=shared)
             self.baseline_policy = replace(self.baseline_policy, extra_write=shared)
-        if cores.pinning_requested(self.config.pin_runners):
+        self.gpu_shared = self.config.gpu_shared or gpu_idle.shared_from_env()
+        # a GPU shared on purpose has other processes' evaluators on it, and one runner core a GPU
+        # would hold all their runners (runner/cores.py)
+        if cores.pinning_requested(self.config.pin_runners) and not self.gpu_shared:
             plan = cores.pinned_plan()
             if plan is not None:
                 self.policy = replace(self.policy, cpus=plan.runner)
@@ -156,7 +160,7 @@ class Evaluator:
             memory = self._memory or make_memory(self.config.device)
             self._bench = Workbench(self.task, memory, self._job, self.extra_files, lambda: self.baseline.binary,
                                     self.config.clean_refresh, self.config.library, self.baseline_policy,
-                                    gpu_shared=self.config.gpu_shared or gpu_idle.shared_from_env(),
+                                    gpu_shared=self.gpu_shared,
                                     chain_binary=(lambda: self.chain.binary) if self.chain_windows else None,
                                     chain_twin_binary=(lambda: self.chain_twin.binary) if self._chain_twin_source else None,
                                     mark_binary=lambda: self.mark.binary)

@@ -470,6 +470,23 @@ def test_a_pinned_runner_keeps_every_thread_on_its_one_core(slow_evaluator, monk
     assert _window_cores(result) <= 1.1
 
 
+def test_an_evaluator_on_a_gpu_shared_on_purpose_does_not_pin(evaluator, monkeypatch):
+    """Several processes' evaluators on one GPU would put all their runners on its one runner core
+    (runner/cores.py), so gpu_shared (EVO_FSR_GPU_SHARED=1) leaves the runners unpinned; the same
+    evaluator not shared pins them.  Fails if pinning ignores gpu_shared or does not reach the policies."""
+    from evo_fsr.runner import cores
+
+    monkeypatch.setattr(cores, "pinned_plan", lambda: cores.CorePlan(runner=(0,), trusted=()))
+    monkeypatch.delenv(cores.PIN_ENV, raising=False)
+    monkeypatch.delenv("EVO_FSR_GPU_SHARED", raising=False)
+    for shared, cpus in ((True, ()), (False, (0,))):
+        ev = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, gpu_shared=shared))
+        try:
+            assert (ev.policy.cpus, ev.baseline_policy.cpus) == (cpus, cpus)
+        finally:
+            ev.close()
+
+
 def _populate_read_works() -> bool:
     """Whether this kernel has madvise(MADV_POPULATE_READ) (Linux 5.14)."""
     import ctypes
