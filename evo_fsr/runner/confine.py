@@ -19,6 +19,8 @@ Layers, each applied only where the kernel permits (a refusal is reported, never
 - ``seccomp``: a BPF filter on all threads (TSYNC): execve/execveat/fork/vfork and clone without
   CLONE_THREAD kill the process; socket(), ptrace, process_vm_*, pidfd_*, io_uring, namespace,
   mount, module, reboot and clock calls fail with EPERM/EACCES; kill/tgkill only to itself;
+  scheduling, priority, resource-limit and page-placement calls on another process fail with
+  EPERM (``_SELF_ONLY``: its own process, by 0 or its pid, only);
 - ``affinity`` (the policy's ``cpus``, runner/cores.py): the process runs on those cores only, set
   before any thread starts, and seccomp then refuses ``sched_setaffinity`` as well.
 
@@ -52,7 +54,8 @@ _X86_64 = dict(socket=41, clone=56, fork=57, vfork=58, execve=59, kill=62, ptrac
                clock_settime=227, tgkill=234, kexec_load=246, add_key=248, request_key=249, keyctl=250,
                unshare=272, clock_adjtime=305, setns=308, process_vm_readv=310, process_vm_writev=311,
                finit_module=313, seccomp=317, kexec_file_load=320, bpf=321, execveat=322,
-               userfaultfd=323, sched_setaffinity=203)
+               userfaultfd=323, sched_setaffinity=203, setpriority=141, sched_setparam=142,
+               sched_setscheduler=144, migrate_pages=256, move_pages=279, prlimit64=302, sched_setattr=314)
 _AARCH64 = dict(umount2=39, mount=40, pivot_root=41, chroot=51, acct=89, capset=91, unshare=97,
                 kexec_load=104, init_module=105, delete_module=106, clock_settime=112, syslog=116,
                 ptrace=117, kill=129, tkill=130, tgkill=131, reboot=142, sethostname=161,
@@ -60,7 +63,8 @@ _AARCH64 = dict(umount2=39, mount=40, pivot_root=41, chroot=51, acct=89, capset=
                 request_key=218, keyctl=219, clone=220, execve=221, swapon=224, swapoff=225,
                 clock_adjtime=266, setns=268, process_vm_readv=270, process_vm_writev=271,
                 finit_module=273, seccomp=277, bpf=280, execveat=281, userfaultfd=282, kexec_file_load=294,
-                sched_setaffinity=122)
+                sched_setaffinity=122, sched_setparam=118, sched_setscheduler=119, setpriority=140,
+                migrate_pages=238, move_pages=239, prlimit64=261, sched_setattr=274)
 _COMMON = dict(pidfd_send_signal=424, io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
                open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432, fspick=433,
                pidfd_open=434, clone3=435, pidfd_getfd=438, mount_setattr=442,
@@ -187,6 +191,11 @@ _EPERM = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_send_signal"
           "io_uring_register", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick",
           "mount_setattr", "swapon", "swapoff", "syslog", "acct", "settimeofday", "clock_settime",
           "adjtimex", "clock_adjtime", "sethostname", "setdomainname", "iopl", "ioperm")
+#: calls whose first argument names the process they change: scheduling policy and parameters,
+#: resource limits, memory placement. On another process (the baseline's runner, the trusted
+#: keep-awake spinner on the runner core, runner/keep_awake.py) they would change how the trusted
+#: side's work is timed, so they are allowed on this process only
+_SELF_ONLY = ("sched_setscheduler", "sched_setparam", "sched_setattr", "prlimit64", "migrate_pages", "move_pages")
 CLONE_THREAD = 0x00010000
 
 
@@ -240,6 +249,25 @@ def seccomp_program(pid: int, pinned: bool = False) -> bytes:
     ins(JEQ, pid, 1, 0)
     ins(RET, RET_ERRNO(errno.EPERM))
     ins(RET, RET_ALLOW)
+    # calls that reach another process by its pid (argument 0): only this one (0 or its pid)
+    for name in (*_SELF_ONLY, *(() if pinned else ("sched_setaffinity",))):
+        if name in NR:
+            ins(JEQ, NR[name], 0, 5)
+            ins(LD, 16)
+            ins(JEQ, pid, 2, 0)
+            ins(JEQ, 0, 1, 0)
+            ins(RET, RET_ERRNO(errno.EPERM))
+            ins(RET, RET_ALLOW)
+    # setpriority(which, who, prio): PRIO_PROCESS of this process only (not a group, not the user's)
+    if "setpriority" in NR:
+        ins(JEQ, NR["setpriority"], 0, 7)
+        ins(LD, 16)
+        ins(JEQ, 0, 0, 3)
+        ins(LD, 24)
+        ins(JEQ, pid, 2, 0)
+        ins(JEQ, 0, 1, 0)
+        ins(RET, RET_ERRNO(errno.EPERM))
+        ins(RET, RET_ALLOW)
     ins(RET, RET_ALLOW)                          # everything else
     return b"".join(struct.pack("=HBBI", *p) for p in prog)
 

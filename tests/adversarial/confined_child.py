@@ -93,7 +93,23 @@ def affinity():
     return {"main": sorted(os.sched_getaffinity(0)), "thread": out[0], "widened": widened}
 
 
+def reach(pid):
+    """Scheduling, priority and limit calls on process ``pid``, each set to the value it already
+    has (so nothing changes where one is wrongly allowed): what each call answered."""
+    import resource
+    calls = {
+        "setpriority": lambda: os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, pid)),
+        "setpriority_user": lambda: os.setpriority(os.PRIO_USER, 0, os.getpriority(os.PRIO_USER, 0)),
+        "sched_setscheduler": lambda: os.sched_setscheduler(pid, os.sched_getscheduler(pid), os.sched_param(0)),
+        "sched_setparam": lambda: os.sched_setparam(pid, os.sched_param(0)),
+        "prlimit": lambda: resource.prlimit(pid, resource.RLIMIT_CORE, resource.getrlimit(resource.RLIMIT_CORE)),
+    }
+    return {name: attempt(call) for name, call in calls.items()}
+
+
 actions = {
+    "reach_parent": lambda: reach(os.getppid()),
+    "reach_self": lambda: reach(0),
     "affinity": affinity,
     "dlopen": lambda: dlopen(arg),
     "runner_needs": runner_needs,

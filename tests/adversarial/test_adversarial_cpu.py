@@ -293,6 +293,21 @@ def test_signals_outside_the_sandbox_are_refused(tmp_path: Path, action: str) ->
     assert code == 0 and not out["ok"], out
 
 
+@needs_seccomp
+def test_other_processes_scheduling_and_limits_are_refused(tmp_path: Path) -> None:
+    """setpriority, sched_setscheduler/param and prlimit on another process (the baseline's runner,
+    the keep-awake spinner, runner/keep_awake.py) fail with EPERM; on itself they work, and so does
+    setpriority for the user's processes' priority only where it names this process (it does not)."""
+    code, out = _confined(tmp_path, "reach_parent")
+    assert code == 0 and out["ok"], out
+    assert all(not r["ok"] and "Operation not permitted" in r["error"] for r in out["value"].values()), out
+    code, out = _confined(tmp_path, "reach_self")
+    assert code == 0 and out["ok"], out
+    answers = out["value"]
+    assert not answers.pop("setpriority_user")["ok"], out
+    assert all(r["ok"] for r in answers.values()), out
+
+
 @needs_nvcc
 @needs_landlock
 def test_compiler_cannot_read_outside_its_allow_list(tmp_path: Path, ctx: adv.Context) -> None:
