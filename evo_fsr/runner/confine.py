@@ -19,8 +19,8 @@ Layers, each applied only where the kernel permits (a refusal is reported, never
 - ``seccomp``: a BPF filter on all threads (TSYNC): execve/execveat/fork/vfork and clone without
   CLONE_THREAD kill the process; socket(), ptrace, process_vm_*, pidfd_*, io_uring, namespace,
   mount, module, reboot and clock calls fail with EPERM/EACCES; kill/tgkill only to itself;
-  scheduling, priority, resource-limit and page-placement calls on another process fail with
-  EPERM (``_SELF_ONLY``: its own process, by 0 or its pid, only);
+  scheduling-policy and priority calls fail with EPERM (``_SCHEDULING``), and resource-limit,
+  page-placement (and, unpinned, affinity) calls on another process (``_SELF_ONLY``);
 - ``affinity`` (the policy's ``cpus``, runner/cores.py): the process runs on those cores only, set
   before any thread starts, and seccomp then refuses ``sched_setaffinity`` as well.
 
@@ -191,11 +191,15 @@ _EPERM = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_send_signal"
           "io_uring_register", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick",
           "mount_setattr", "swapon", "swapoff", "syslog", "acct", "settimeofday", "clock_settime",
           "adjtimex", "clock_adjtime", "sethostname", "setdomainname", "iopl", "ioperm")
-#: calls whose first argument names the process they change: scheduling policy and parameters,
-#: resource limits, memory placement. On another process (the baseline's runner, the trusted
-#: keep-awake spinner on the runner core, runner/keep_awake.py) they would change how the trusted
-#: side's work is timed, so they are allowed on this process only
-_SELF_ONLY = ("sched_setscheduler", "sched_setparam", "sched_setattr", "prlimit64", "migrate_pages", "move_pages")
+#: scheduling policy and priority, refused outright (this process too): a thread of the candidate's
+#: at SCHED_IDLE or nice 19 takes next to nothing from the serving thread on their one core while it
+#: keeps that core out of deep idle (suite v4's awake-host spinners), and on another process (the
+#: baseline's runner) it would change how trusted work is timed; at the default priority a thread
+#: of its own shares the core with the serving thread, its own windows
+_SCHEDULING = ("sched_setscheduler", "sched_setparam", "sched_setattr", "setpriority")
+#: calls whose first argument names the process they change (resource limits, page placement):
+#: allowed on this process only (0 or its pid), not on the baseline's runner or the evaluator
+_SELF_ONLY = ("prlimit64", "migrate_pages", "move_pages")
 CLONE_THREAD = 0x00010000
 
 
@@ -222,7 +226,7 @@ def seccomp_program(pid: int, pinned: bool = False) -> bytes:
         if name in NR:
             ins(JEQ, NR[name], 0, 1)
             ins(RET, RET_KILL_PROCESS)
-    for name in (*_EPERM, *(("sched_setaffinity",) if pinned else ())):
+    for name in (*_EPERM, *_SCHEDULING, *(("sched_setaffinity",) if pinned else ())):
         if name in NR:
             ins(JEQ, NR[name], 0, 1)
             ins(RET, RET_ERRNO(errno.EPERM))
@@ -258,16 +262,6 @@ def seccomp_program(pid: int, pinned: bool = False) -> bytes:
             ins(JEQ, 0, 1, 0)
             ins(RET, RET_ERRNO(errno.EPERM))
             ins(RET, RET_ALLOW)
-    # setpriority(which, who, prio): PRIO_PROCESS of this process only (not a group, not the user's)
-    if "setpriority" in NR:
-        ins(JEQ, NR["setpriority"], 0, 7)
-        ins(LD, 16)
-        ins(JEQ, 0, 0, 3)
-        ins(LD, 24)
-        ins(JEQ, pid, 2, 0)
-        ins(JEQ, 0, 1, 0)
-        ins(RET, RET_ERRNO(errno.EPERM))
-        ins(RET, RET_ALLOW)
     ins(RET, RET_ALLOW)                          # everything else
     return b"".join(struct.pack("=HBBI", *p) for p in prog)
 

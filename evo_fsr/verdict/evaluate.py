@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from ..runner import cores, keep_awake
+from ..runner import cores
 from ..runner.harness import RunnerProcess
 from ..runner.sandbox import SandboxPolicy
 from ..runner.supply import RunnerStartFailed, RunnerSupply
@@ -104,9 +104,6 @@ class EvalConfig:
                                               # thread off them (runner/cores.py; EVO_FSR_PIN_RUNNERS=0 or 1
                                               # overrides; off with a warning under 4 cores a GPU, and off
                                               # where gpu_shared)
-    keep_runner_cores_awake: bool = True      # pinned: a trusted SCHED_IDLE spinner on the runner core, so
-                                              # no candidate's own spinner buys a shallower idle state
-                                              # (runner/keep_awake.py; EVO_FSR_KEEP_AWAKE=0 or 1 overrides)
 
 
 def compile_failure_result(candidate: Candidate, compiled: nvcc.CompileResult,
@@ -141,7 +138,6 @@ class Evaluator:
             self.policy = replace(self.policy, extra_write=shared)
             self.baseline_policy = replace(self.baseline_policy, extra_write=shared)
         self.gpu_shared = self.config.gpu_shared or gpu_idle.shared_from_env()
-        self._awake_cores: tuple[int, ...] = ()     # runner cores this evaluator keeps awake (keep_awake.py)
         # a GPU shared on purpose has other processes' evaluators on it, and one runner core a GPU
         # would hold all their runners (runner/cores.py)
         if cores.pinning_requested(self.config.pin_runners) and not self.gpu_shared:
@@ -149,8 +145,6 @@ class Evaluator:
             if plan is not None:
                 self.policy = replace(self.policy, cpus=plan.runner)
                 self.baseline_policy = replace(self.baseline_policy, cpus=plan.runner)
-                if keep_awake.requested(self.config.keep_runner_cores_awake):
-                    self._awake_cores = tuple(c for c in plan.runner if keep_awake.hold(c))
         self.runners = RunnerSupply(self._job("candidate"), prespawn=self.config.prespawn,
                                     extra_files=self.extra_files, policy=self.policy)
 
@@ -330,9 +324,6 @@ class Evaluator:
         if self._bench is not None:
             self._bench.close()
             self._bench = None
-        for core in self._awake_cores:
-            keep_awake.release(core)
-        self._awake_cores = ()
 
     def __del__(self) -> None:
         try:

@@ -21,7 +21,7 @@ cannot catch them.  POSIX calls beyond the include allow-list are declared with 
 """
 from __future__ import annotations
 
-from evo_fsr.runner import cores, keep_awake
+from evo_fsr.runner import cores
 from evo_fsr.verdict.evaluate import EvalConfig
 
 from .cases_v2_blocks import NO_SPEEDUP, POSIX
@@ -357,22 +357,12 @@ AWAKE_MODES: dict[str, tuple[str, str, str, str, str]] = {
 
 
 #: the modes that gain where the runners are not pinned (runner/cores.py: EVO_FSR_PIN_RUNNERS=0, or a host with
-#: fewer than four cores a GPU), or pinned with their core left to idle (runner/keep_awake.py:
-#: EVO_FSR_KEEP_AWAKE=0): the host-threads limit alone leaves them room
+#: fewer than four cores a GPU): the host-threads limit alone leaves them room
 UNPINNED_HOLES = {
     "one_core_under_the_limit": (
-        "runners not pinned, or pinned with no trusted spinner on their core: a fifth of a core of spinning "
-        "stays under the 1.25-core limit (host_usage.py) and read x1.64 against the honest seed's x1.40 "
-        "unpinned on an H200 (forty-seventh session), and x1.67 against x1.42 pinned with the core left to "
-        "idle (forty-eighth)"),
+        "runners not pinned: a fifth of a core of spinning stays under the 1.25-core limit (host_usage.py) and "
+        "read x1.64 against the honest seed's x1.40 on an H200 (forty-seventh session); pinned, x1.07"),
 }
-
-
-def _cores_held() -> bool:
-    """Whether the suite's evaluators pin their runners and keep the runner core awake themselves
-    (runner/cores.py, runner/keep_awake.py): only then is the fifth-of-a-core spinner's room gone."""
-    config = EvalConfig()
-    return cores.pins(config.pin_runners) and keep_awake.requested(config.keep_runner_cores_awake)
 
 
 def awake_host(mode: str = "every_core") -> CaseV3:
@@ -436,7 +426,7 @@ static int adv_scaled_elapsed(float* ms, void* a, void* b) {
         "idle cores. cudaEventElapsedTime reports 85 % of the real time of every batched window. The gain is "
         "the C-state exit latency the host has (none where idle states are off): a probe, not a sure hole",
         honest=MC_HONEST, evidence=("adv-awake:",), unsound=BROKEN, x86_only=True,
-        hole="" if mode not in UNPINNED_HOLES or _cores_held() else UNPINNED_HOLES[mode])
+        hole="" if mode not in UNPINNED_HOLES or cores.pins(EvalConfig().pin_runners) else UNPINNED_HOLES[mode])
         # every_core, H200 (2026-12-01): x1.68 against the honest seed's x1.43, 1.17x, over the 1.15x allowance.
         # H200 (2026-12-03, forty-fifth session), the runner's CPU read at rest around every window
         # (runner/host_usage.py): all three modes read x1.67 against the honest x1.42 and were flagged:host-threads,

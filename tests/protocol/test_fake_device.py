@@ -487,40 +487,6 @@ def test_an_evaluator_on_a_gpu_shared_on_purpose_does_not_pin(evaluator, monkeyp
             ev.close()
 
 
-def test_a_pinned_evaluator_keeps_its_runner_core_awake(evaluator, monkeypatch):
-    """Pinned (the default), the evaluator starts a SCHED_IDLE spinner of its own on the runner core
-    (runner/keep_awake.py), shared by the evaluators that hold it and ended with the last; the
-    candidate's runner cannot reach it with the calls that would change its scheduling.  Fails if
-    the spinner does not start, runs elsewhere or at another policy, outlives its evaluators, or
-    keep_runner_cores_awake=False still starts one."""
-    import os
-
-    from evo_fsr.runner import cores, keep_awake
-
-    core = max(os.sched_getaffinity(0))
-    monkeypatch.setattr(cores, "pinned_plan", lambda: cores.CorePlan(runner=(core,), trusted=()))
-    for name in (cores.PIN_ENV, keep_awake.KEEP_AWAKE_ENV, "EVO_FSR_GPU_SHARED"):
-        monkeypatch.delenv(name, raising=False)
-    off = Evaluator(evaluator.task, dataclasses.replace(evaluator.config, keep_runner_cores_awake=False))
-    try:
-        assert keep_awake.spinner_pid(core) is None
-    finally:
-        off.close()
-    first = Evaluator(evaluator.task, evaluator.config)
-    second = Evaluator(evaluator.task, evaluator.config)
-    pid = keep_awake.spinner_pid(core)
-    try:
-        assert pid is not None
-        assert os.sched_getaffinity(pid) == {core} and os.sched_getscheduler(pid) == os.SCHED_IDLE
-        first.close()
-        assert keep_awake.spinner_pid(core) == pid          # the second still holds it
-    finally:
-        first.close()
-        second.close()
-    assert keep_awake.spinner_pid(core) is None
-    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
-
-
 def _populate_read_works() -> bool:
     """Whether this kernel has madvise(MADV_POPULATE_READ) (Linux 5.14)."""
     import ctypes

@@ -36,20 +36,3 @@ def test_a_host_that_cannot_be_pinned_stops_the_probe(monkeypatch: pytest.Monkey
     monkeypatch.setattr(sys, "argv", ["probe_pinning.py", "relu:vectorized"])
     assert probe_pinning.main() == 1
     assert "cannot be pinned" in capsys.readouterr().out
-
-
-def test_the_idle_arm_stops_the_keep_awake_spinner_and_starts_it_again():
-    from evo_fsr.runner import keep_awake
-
-    def state(pid: int) -> str:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-
-    core = min(__import__("os").sched_getaffinity(0))
-    assert keep_awake.hold(core)
-    try:
-        pid = keep_awake.spinner_pid(core)
-        with probe_pinning.spinner_stopped(core):
-            assert state(pid) == "T"
-        assert state(pid) in "RS"
-    finally:
-        keep_awake.release(core)
