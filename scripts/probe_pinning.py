@@ -71,7 +71,8 @@ def describe(result: EvalResult) -> str:
         return f"{result.status.value} ({result.rejection})"
     stages = dict(result.stage_seconds)
     credited = ",".join(sorted({t.credited_by for t in result.timings}))
-    return f"x{result.geomean_speedup:.3f} [{credited}; cores {stages.get('window_cores_median', float('nan')):.2f}]"
+    return (f"x{result.geomean_speedup:.3f} [{credited}; cores {stages.get('window_cores_median', float('nan')):.2f}, "
+            f"others {stages.get('window_others_median', float('nan')):.3f}]")
 
 
 def main() -> int:

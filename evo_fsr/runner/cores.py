@@ -26,7 +26,9 @@ Measured (H200, forty-seventh session, suite v4 unpinned and pinned in one call)
 SCHED_IDLE thread spinning 20 us in every 100 us (a fifth of a core, under the 1.25 limit) read
 x1.64 against the honest seed's x1.40; pinned, every spinner of the suite read x1.10 or less
 (the honest seed x1.42), every legitimate case was OK, and the benchmark sweep passed with every
-seed of the 21 tasks.
+seed of the 21 tasks. Forty-eighth session (H200, the default config): the fifth-of-a-core
+spinner read x1.67 against x1.42 pinned, so pinning alone does not close it (SECURITY.md); a
+trusted SCHED_IDLE spinner on the runner core made it worse and was reverted.
 """
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from . import protocol
 from .command_pipes import FEW_CORES
-from .host_usage import CpuClock
+from .host_usage import CpuClock, serving_thread_ns
 from .protocol import GATE_PAGE_BYTES, MARK_OFFSET, MAX_REPLY_BYTES, RUNNER_FILES, ProtocolError
 from .sandbox import (SandboxPolicy, confine_policy, kill_group, report_confinement,
                       spawn_sandboxed)
@@ -183,6 +183,18 @@ class RunnerProcess:
             self._signal(signal.SIGCONT)
             self._stopped = self._settled = False
 
+    def rest_cpu(self) -> tuple[int, int]:
+        """``cpu_at_rest``, with the serving thread's own CPU nanoseconds read in the same stop
+        (``host_usage.serving_thread_ns``; -1 where not read)."""
+        running = not self._stopped
+        if running:
+            self._stop()
+        self.settle()
+        total, serving = self.cpu.ns(), serving_thread_ns(self.proc.pid)
+        if running:
+            self._continue()
+        return total, serving
+
     def cpu_at_rest(self) -> int:
         """The runner's CPU clock (``cpu``, nanoseconds) read while every thread of it is stopped;
         a running runner is stopped for the read (``settle``) and continued after it.  Exact only
@@ -190,14 +202,7 @@ class RunnerProcess:
         tick (every 1-4 ms) and at their context switches, so a read while one runs misses up to a
         tick of it (a thread spinning through a 0.3 ms window read no CPU in 92 % of such windows
         and ~13 cores in the rest, a CPU machine at 250 Hz)."""
-        running = not self._stopped
-        if running:
-            self._stop()
-        self.settle()
-        ns = self.cpu.ns()
-        if running:
-            self._continue()
-        return ns
+        return self.rest_cpu()[0]
 
     def running_threads(self) -> list[int]:
         """The runner's threads that are neither stopped nor gone (``/proc/<pid>/task``)."""

@@ -24,6 +24,13 @@ after its calls' completion mark, slow untimed or outlying calls) would dilute a
 and a shape whose median windows were all crowded would hide among other shapes.  For the same
 reason the wait for the stop after a window counts at most ``stop_credit_ms`` of the span.
 
+Measured beside it, not judged yet (forty-eighth session): the serving thread's own CPU over the
+same span (``serving_thread_ns``), so that what the runner's other threads took is read apart
+(``others_share``; ``CallTimes.runner_serving_ms``, the ``window_others_*`` stage figures). Pinned
+(cores.py), a runner's threads share one core and its total cannot pass one core, so a spinner of
+the candidate's reads as the others' share only; an honest runner's others are the CUDA driver's
+threads and the harness's arm timer.
+
 The clock is the process's CPU clock (``clock_gettime`` on ``MAKE_PROCESS_CPUCLOCK(pid,
 CPUCLOCK_SCHED)``: every thread's time, those gone included, in nanoseconds; Linux lets any
 process read it, about 1 us a read).
@@ -63,6 +70,26 @@ class CpuClock:
             return -1
 
 
+def serving_thread_ns(pid: int) -> int:
+    """The CPU nanoseconds the serving thread of runner ``pid`` (its main thread, tid ``pid``) has
+    used so far, from ``/proc/<pid>/task/<pid>/schedstat`` (its first field, in nanoseconds, brought
+    up to date at every context switch: exact for a thread at rest); -1 where it cannot be read.
+    (A thread's own CPU clock cannot be read from another process.)"""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat", "rb") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def others_share(runner_cpu_ms: float, serving_ms: float, span_ms: float) -> float | None:
+    """The cores per second of a window's span that the runner's threads other than its serving
+    thread took (None: not read)."""
+    if runner_cpu_ms < 0 or serving_ms < 0 or span_ms <= 0:
+        return None
+    return max(0.0, runner_cpu_ms - serving_ms) / span_ms
+
+
 def stop_credit_ms(span_ms: float) -> float:
     """How much of the wait for the runner's stop after a window counts in a span that ran
     ``span_ms`` up to the window's end: at most that span again, and at least ``STOP_CREDIT_MS``."""
@@ -95,5 +122,5 @@ def crowded(cores: Sequence[float | None], limit: float) -> str | None:
             f"(median {statistics.median(read):.2f}, most {max(read):.2f})")
 
 
-__all__ = ["CROWDED_SHARE", "STOP_CREDIT_MS", "CpuClock", "crowded", "flagged_under", "stop_credit_ms",
-           "window_cores"]
+__all__ = ["CROWDED_SHARE", "STOP_CREDIT_MS", "CpuClock", "crowded", "flagged_under", "others_share",
+           "serving_thread_ns", "stop_credit_ms", "window_cores"]

@@ -85,6 +85,8 @@ class CallTimes:
     # for the stop capped; runner/host_usage.py; -1 and 0: not read)
     runner_cpu_ms: float = -1.0
     runner_span_ms: float = 0.0
+    # the serving thread's own CPU over the same span (host_usage.serving_thread_ns; -1: not read)
+    runner_serving_ms: float = -1.0
 
 
 @dataclass(frozen=True)

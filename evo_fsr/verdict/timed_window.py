@@ -54,7 +54,7 @@ def timed_batch(runner: RunnerProcess, slots: list[Slot], lib: str, inputs: list
     memory.synchronize()
     if gate is not None:
         gate()
-    cpu_at = (runner.cpu_at_rest(), time.perf_counter())   # its CPU from here to just after the window
+    cpu_at = (runner.rest_cpu(), time.perf_counter())   # its CPU from here to just after the window
     runner.wake()                   # running, not asleep, when the command comes (command_pipes.SPIN_S)
     start = time.perf_counter()
     for slot, values in zip(slots, inputs, strict=True):
@@ -98,7 +98,7 @@ def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int
                                "more": [slot.name for slot in slots[1:]], "mark": key}
     armed = runner.send(message, timeout_s)
     runner.settle()                 # nothing of the runner's host runs as the window opens
-    cpu_at = (runner.cpu_at_rest(), time.perf_counter())
+    cpu_at = (runner.rest_cpu(), time.perf_counter())
     start = time.perf_counter()
     runner.set_gate(seed)           # opened in every case: a gate left closed would hold the GPU
     if call_error(armed) is not None:
@@ -110,7 +110,7 @@ def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int
 
 
 def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, Any],
-                  opened: tuple[float, tuple[int, float]], timeout_s: float, copied_inside: int,
+                  opened: tuple[float, tuple[tuple[int, int], float]], timeout_s: float, copied_inside: int,
                   key: int) -> tuple[dict[str, Any], CallTimes | None, list[dict[str, Any]] | None]:
     """Send the command that ends a window opened at ``opened`` (the trusted clock, and the
     runner's CPU clock read at rest before it, with the trusted time of that read); the window
@@ -142,7 +142,7 @@ def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, A
     command = runner.post(message)
     digest = runner.await_mark(key, timeout_s)
     marked = digest is not None
-    cpu = (-1.0, 0.0)
+    cpu = (-1.0, 0.0, -1.0)
     if marked:
         captured, end = copy_out(places)
         cpu = cpu_span(runner, cpu_at_start, end)
@@ -172,23 +172,26 @@ def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, A
     return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
                             (end - start) * 1e3, calls=len(slots), prep_ms=(sent - start) * 1e3,
                             send_ms=(end - sent) * 1e3, marked=marked, runner_cpu_ms=cpu[0],
-                            runner_span_ms=cpu[1]), captured
+                            runner_span_ms=cpu[1], runner_serving_ms=cpu[2]), captured
 
 
-def cpu_span(runner: RunnerProcess, at_start: tuple[int, float], end: float) -> tuple[float, float]:
-    """The runner's CPU in ms from ``at_start`` (a clock read at rest, and its trusted time) to a
-    read at rest just after ``end`` (the window's end), and the trusted ms it was spent over: to
-    the rest, but the wait for the stop counted at most ``host_usage.stop_credit_ms`` (a thread
-    held in an uninterruptible wait delays the stop at no CPU and would dilute the rest).
-    (-1, 0) where the clock could not be read.  Every runner is read alike, the trusted ones too
-    (their figures are not judged), so that the windows of every role carry the same stops."""
-    cpu_start, t_start = at_start
-    cpu_end = runner.cpu_at_rest()
+def cpu_span(runner: RunnerProcess, at_start: tuple[tuple[int, int], float], end: float) -> tuple[float, float, float]:
+    """The runner's CPU in ms from ``at_start`` (its clocks read at rest, every thread's and the
+    serving thread's, and the trusted time of that read) to a read at rest just after ``end`` (the
+    window's end), the trusted ms it was spent over (to the rest, but the wait for the stop counted
+    at most ``host_usage.stop_credit_ms``: a thread held in an uninterruptible wait delays the stop
+    at no CPU and would dilute the rest), and the serving thread's CPU ms of it. (-1, 0, -1) where
+    the process's clock could not be read, the last -1 alone where the serving thread's could not.
+    Every runner is read alike, the trusted ones too (their figures are not judged), so that the
+    windows of every role carry the same stops."""
+    (cpu_start, serving_start), t_start = at_start
+    cpu_end, serving_end = runner.rest_cpu()
     rest = time.perf_counter()
     if min(cpu_start, cpu_end) < 0:
-        return -1.0, 0.0
+        return -1.0, 0.0, -1.0
     span_ms = (end - t_start) * 1e3 + min((rest - end) * 1e3, stop_credit_ms((end - t_start) * 1e3))
-    return (cpu_end - cpu_start) * 1e-6, span_ms
+    serving_ms = (serving_end - serving_start) * 1e-6 if min(serving_start, serving_end) >= 0 else -1.0
+    return (cpu_end - cpu_start) * 1e-6, span_ms, serving_ms
 
 
 def _same_bytes(xp: Any, a: dict[str, Any], b: dict[str, Any]) -> bool:

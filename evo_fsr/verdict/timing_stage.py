@@ -14,7 +14,7 @@ import statistics
 from typing import Any
 
 from ..runner.harness import RunnerProcess
-from ..runner.host_usage import crowded, flagged_under, window_cores
+from ..runner.host_usage import crowded, flagged_under, others_share, window_cores
 from ..tasks import Shape
 from ..types import ShapeTiming, Status, geometric_mean
 from . import profile
@@ -37,6 +37,7 @@ class TimingStage:
         timings: list[ShapeTiming] = []
         charged = 0
         self.window_cores: dict[str, list[float | None]] = {}     # per shape (runner/host_usage.py)
+        self.window_others: list[float | None] = []               # its other threads' share, per window (host_usage.py)
         self._sweep()
         with self.stages.stage("quiet"):
             self.quiet()
@@ -106,7 +107,11 @@ class TimingStage:
             # the lowest limit no shape would be set aside under (the room an honest runner leaves)
             self.stages.seconds["window_cores_flagged_under"] = max(
                 f for f in map(flagged_under, self.window_cores.values()) if f is not None)
-        elif self.window_cores:
+        others = [c for c in self.window_others if c is not None]
+        if others:      # measured, not judged (host_usage.py)
+            self.stages.seconds["window_others_median"] = statistics.median(others)
+            self.stages.seconds["window_others_max"] = max(others)
+        if not cores and self.window_cores:
             log.warning("the runner's CPU clock could not be read in any window: threads that keep the host "
                         "awake are not judged (runner/host_usage.py)")
         limit = self.cfg.window_cores_limit
@@ -205,6 +210,7 @@ class TimingStage:
         inputs, seed = sb.window_inputs(slots)
         times, captured = self._timed(slots, inputs, command_s, chain_seed=seed)
         self.window_cores.setdefault(shape.label, []).append(window_cores(times.runner_cpu_ms, times.runner_span_ms))
+        self.window_others.append(others_share(times.runner_cpu_ms, times.runner_serving_ms, times.runner_span_ms))
         if seed is not None:
             inputs = chained_inputs(self.task, inputs[0], captured, xp)
         with self.stages.stage("timed_check"):

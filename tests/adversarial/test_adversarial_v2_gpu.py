@@ -130,6 +130,8 @@ def credit_note(result: EvalResult) -> str:
     terms = ",".join(t.credited_by for t in result.timings)
     cores = (f", window cores {seconds['window_cores_median']:.2f} (most {seconds['window_cores_max']:.2f}, "
              f"flagged under {seconds['window_cores_flagged_under']:.2f})" if "window_cores_median" in seconds else "")
+    if "window_others_median" in seconds:     # the runner's threads but the serving one (host_usage.py)
+        cores += f", others {seconds['window_others_median']:.3f} (most {seconds['window_others_max']:.3f})"
     return (f"  [{terms}; charged {counters.get('charged_shapes', 0)}, "
             f"fresh pools {counters.get('fresh_pools', 0)}{cores}]")
 

@@ -437,6 +437,11 @@ def test_threads_that_keep_the_host_busy_through_the_windows_are_flagged(slow_ev
     result = judge_with(slow_evaluator, kernels.SPINNERS, window_cores_limit=0.6, pin_runners=False)
     assert result.status is Status.FLAGGED and result.rejection == "flagged:host-threads", result.summary
     assert _window_cores(result) > 0.6 and "host's cores" in result.summary
+    # the share of the threads but the serving one, read apart (measured, not judged): the
+    # spinners' is theirs, the sleeper's next to none.  Fails if the serving thread's own clock is
+    # not read (no figure), or is read as the process's (the spinners' share then reads ~0)
+    others = {name: dict(r.stage_seconds)["window_others_median"] for name, r in (("honest", honest), ("spinners", result))}
+    assert others["honest"] < 0.1 < 0.3 < others["spinners"], others
 
 
 def test_a_pinned_runner_keeps_every_thread_on_its_one_core(slow_evaluator, monkeypatch):

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evo_fsr.runner import host_usage
 from evo_fsr.runner.host_usage import CpuClock
 from evo_fsr.verdict import completion
 from evo_fsr.verdict.timed_window import timed_batch
@@ -114,8 +115,8 @@ class Runner:
         self.settled = 0
         self.cpu = CpuClock(os.getpid())       # this process stands in for the runner's
 
-    def cpu_at_rest(self) -> int:
-        return self.cpu.ns()
+    def rest_cpu(self) -> tuple[int, int]:
+        return self.cpu.ns(), host_usage.serving_thread_ns(os.getpid())
 
     def wake(self) -> None: ...
 

@@ -1,6 +1,7 @@
 """runner/host_usage.py: a process's CPU clock read from outside it, and the crowded-window rule."""
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -119,3 +120,30 @@ def test_a_thread_that_spins_through_short_windows_is_read_in_each_of_them():
 
 def test_the_wait_for_a_stop_counts_in_a_span_up_to_the_span_itself():
     assert stop_credit_ms(0.1) == STOP_CREDIT_MS and stop_credit_ms(3.0) == 3.0
+
+
+def test_the_serving_threads_clock_leaves_out_the_other_threads():
+    """``serving_thread_ns`` reads the main thread's CPU only: a second thread's spin shows in the
+    process's clock and in ``others_share``, not in the main thread's.  Fails if it reads the
+    process (or nothing)."""
+    import threading
+
+    from evo_fsr.runner.host_usage import others_share, serving_thread_ns
+
+    pid = os.getpid()
+    clock = CpuClock(pid)
+    total0, serving0, t0 = clock.ns(), serving_thread_ns(pid), time.perf_counter()
+
+    def spin() -> None:
+        while time.perf_counter() - t0 < 0.3:
+            pass
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    spinner.join()          # the main thread waits, asleep
+    span_ms = (time.perf_counter() - t0) * 1e3
+    total_ms, serving_ms = (clock.ns() - total0) * 1e-6, (serving_thread_ns(pid) - serving0) * 1e-6
+    assert serving0 > 0 and 0.0 <= serving_ms < 0.5 * total_ms, (serving_ms, total_ms)
+    share = others_share(total_ms, serving_ms, span_ms)
+    assert share is not None and share > 0.5, share
+    assert others_share(total_ms, -1.0, span_ms) is None and others_share(-1.0, serving_ms, span_ms) is None

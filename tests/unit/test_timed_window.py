@@ -59,8 +59,8 @@ class StubRunner:
     """A runner that replies at once and writes no completion mark (the window is timed to the reply)."""
     settled = 0
 
-    def cpu_at_rest(self) -> int:   # its CPU clock, not read here (CallTimes.runner_cpu_ms -1)
-        return -1
+    def rest_cpu(self) -> tuple[int, int]:   # its CPU clocks, not read here (CallTimes.runner_cpu_ms -1)
+        return -1, -1
 
     def wake(self) -> None: ...
 
