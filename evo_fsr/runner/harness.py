@@ -34,7 +34,7 @@ from typing import Any
 
 from . import protocol
 from .command_pipes import FEW_CORES
-from .host_usage import CpuClock, serving_thread_ns
+from .host_usage import CpuClock, RestCpu, serving_thread_ns
 from .protocol import GATE_PAGE_BYTES, MARK_OFFSET, MAX_REPLY_BYTES, RUNNER_FILES, ProtocolError
 from .sandbox import (SandboxPolicy, confine_policy, kill_group, report_confinement,
                       spawn_sandboxed)
@@ -183,17 +183,19 @@ class RunnerProcess:
             self._signal(signal.SIGCONT)
             self._stopped = self._settled = False
 
-    def rest_cpu(self) -> tuple[int, int]:
-        """``cpu_at_rest``, with the serving thread's own CPU nanoseconds read in the same stop
-        (``host_usage.serving_thread_ns``; -1 where not read)."""
+    def rest_cpu(self) -> RestCpu:
+        """``cpu_at_rest``, with the trusted time of that read and the serving thread's own CPU
+        nanoseconds read in the same stop, after it (``host_usage.serving_thread_ns``; -1 where
+        not read), so that the /proc read it takes falls after the time of the read."""
         running = not self._stopped
         if running:
             self._stop()
         self.settle()
-        total, serving = self.cpu.ns(), serving_thread_ns(self.proc.pid)
+        total, at_s = self.cpu.ns(), time.perf_counter()
+        serving = serving_thread_ns(self.proc.pid)
         if running:
             self._continue()
-        return total, serving
+        return RestCpu(total, serving, at_s)
 
     def cpu_at_rest(self) -> int:
         """The runner's CPU clock (``cpu``, nanoseconds) read while every thread of it is stopped;
@@ -202,7 +204,7 @@ class RunnerProcess:
         tick (every 1-4 ms) and at their context switches, so a read while one runs misses up to a
         tick of it (a thread spinning through a 0.3 ms window read no CPU in 92 % of such windows
         and ~13 cores in the rest, a CPU machine at 250 Hz)."""
-        return self.rest_cpu()[0]
+        return self.rest_cpu().total_ns
 
     def running_threads(self) -> list[int]:
         """The runner's threads that are neither stopped nor gone (``/proc/<pid>/task``)."""

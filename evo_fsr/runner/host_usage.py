@@ -40,6 +40,7 @@ from __future__ import annotations
 import ctypes
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Sequence
 
 #: a shape's windows that may read over the limit (outliers: a driver thread's work in a window)
@@ -51,6 +52,14 @@ CROWDED_SHARE = 0.25
 #: on a GPU host and up to ~1.6 ms on CI's two busy cores; a thread held in an uninterruptible
 #: wait (an fsync) delays it at no CPU
 STOP_CREDIT_MS = 0.5
+
+
+@dataclass(frozen=True)
+class RestCpu:
+    """A runner's CPU clocks read at rest (``harness.RunnerProcess.rest_cpu``)."""
+    total_ns: int            # every thread's (CpuClock; -1: not read)
+    serving_ns: int          # the serving thread's (serving_thread_ns; -1: not read)
+    at_s: float              # the trusted perf_counter just after the total was read
 
 
 class CpuClock:
@@ -122,5 +131,5 @@ def crowded(cores: Sequence[float | None], limit: float) -> str | None:
             f"(median {statistics.median(read):.2f}, most {max(read):.2f})")
 
 
-__all__ = ["CROWDED_SHARE", "STOP_CREDIT_MS", "CpuClock", "crowded", "flagged_under", "others_share",
+__all__ = ["CROWDED_SHARE", "STOP_CREDIT_MS", "CpuClock", "RestCpu", "crowded", "flagged_under", "others_share",
            "serving_thread_ns", "stop_credit_ms", "window_cores"]

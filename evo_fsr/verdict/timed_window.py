@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable
 
 from ..runner.harness import RunnerProcess
-from ..runner.host_usage import stop_credit_ms
+from ..runner.host_usage import RestCpu, stop_credit_ms
 from .completion import expected_hash, marked_outputs, new_key
 from .slot import Slot
 from .profile import CallTimes
@@ -110,7 +110,7 @@ def chained_window(runner: RunnerProcess, slots: list[Slot], lib: str, seed: int
 
 
 def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, Any],
-                  opened: tuple[float, tuple[tuple[int, int], float]], timeout_s: float, copied_inside: int,
+                  opened: tuple[float, tuple[RestCpu, float]], timeout_s: float, copied_inside: int,
                   key: int) -> tuple[dict[str, Any], CallTimes | None, list[dict[str, Any]] | None]:
     """Send the command that ends a window opened at ``opened`` (the trusted clock, and the
     runner's CPU clock read at rest before it, with the trusted time of that read); the window
@@ -175,7 +175,7 @@ def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, A
                             runner_span_ms=cpu[1], runner_serving_ms=cpu[2]), captured
 
 
-def cpu_span(runner: RunnerProcess, at_start: tuple[tuple[int, int], float], end: float) -> tuple[float, float, float]:
+def cpu_span(runner: RunnerProcess, at_start: tuple[RestCpu, float], end: float) -> tuple[float, float, float]:
     """The runner's CPU in ms from ``at_start`` (its clocks read at rest, every thread's and the
     serving thread's, and the trusted time of that read) to a read at rest just after ``end`` (the
     window's end), the trusted ms it was spent over (to the rest, but the wait for the stop counted
@@ -184,14 +184,13 @@ def cpu_span(runner: RunnerProcess, at_start: tuple[tuple[int, int], float], end
     the process's clock could not be read, the last -1 alone where the serving thread's could not.
     Every runner is read alike, the trusted ones too (their figures are not judged), so that the
     windows of every role carry the same stops."""
-    (cpu_start, serving_start), t_start = at_start
-    cpu_end, serving_end = runner.rest_cpu()
-    rest = time.perf_counter()
-    if min(cpu_start, cpu_end) < 0:
+    first, t_start = at_start
+    last = runner.rest_cpu()
+    if min(first.total_ns, last.total_ns) < 0:
         return -1.0, 0.0, -1.0
-    span_ms = (end - t_start) * 1e3 + min((rest - end) * 1e3, stop_credit_ms((end - t_start) * 1e3))
-    serving_ms = (serving_end - serving_start) * 1e-6 if min(serving_start, serving_end) >= 0 else -1.0
-    return (cpu_end - cpu_start) * 1e-6, span_ms, serving_ms
+    span_ms = (end - t_start) * 1e3 + min((last.at_s - end) * 1e3, stop_credit_ms((end - t_start) * 1e3))
+    serving_ms = (last.serving_ns - first.serving_ns) * 1e-6 if min(first.serving_ns, last.serving_ns) >= 0 else -1.0
+    return (last.total_ns - first.total_ns) * 1e-6, span_ms, serving_ms
 
 
 def _same_bytes(xp: Any, a: dict[str, Any], b: dict[str, Any]) -> bool:

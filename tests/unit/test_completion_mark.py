@@ -115,8 +115,8 @@ class Runner:
         self.settled = 0
         self.cpu = CpuClock(os.getpid())       # this process stands in for the runner's
 
-    def rest_cpu(self) -> tuple[int, int]:
-        return self.cpu.ns(), host_usage.serving_thread_ns(os.getpid())
+    def rest_cpu(self) -> host_usage.RestCpu:
+        return host_usage.RestCpu(self.cpu.ns(), host_usage.serving_thread_ns(os.getpid()), time.perf_counter())
 
     def wake(self) -> None: ...
 

@@ -7,6 +7,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+from evo_fsr.runner.host_usage import RestCpu
 from evo_fsr.verdict.timed_window import timed_batch
 from evo_fsr.verdict.memory import Block, CupyMemory
 
@@ -59,8 +60,8 @@ class StubRunner:
     """A runner that replies at once and writes no completion mark (the window is timed to the reply)."""
     settled = 0
 
-    def rest_cpu(self) -> tuple[int, int]:   # its CPU clocks, not read here (CallTimes.runner_cpu_ms -1)
-        return -1, -1
+    def rest_cpu(self) -> RestCpu:   # its CPU clocks, not read here (CallTimes.runner_cpu_ms -1)
+        return RestCpu(-1, -1, time.perf_counter())
 
     def wake(self) -> None: ...
 
