@@ -59,7 +59,8 @@ class RestCpu:
     """A runner's CPU clocks read at rest (``harness.RunnerProcess.rest_cpu``)."""
     total_ns: int            # every thread's (CpuClock; -1: not read)
     serving_ns: int          # the serving thread's (serving_thread_ns; -1: not read)
-    at_s: float              # the trusted perf_counter just after the total was read
+    at_s: float              # the trusted perf_counter just after the total was read: where a span
+                             # read at its end stops (a span's start is taken after the whole reading)
 
 
 class CpuClock:
