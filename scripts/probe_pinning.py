@@ -72,7 +72,8 @@ def describe(result: EvalResult) -> str:
     stages = dict(result.stage_seconds)
     credited = ",".join(sorted({t.credited_by for t in result.timings}))
     return (f"x{result.geomean_speedup:.3f} [{credited}; cores {stages.get('window_cores_median', float('nan')):.2f}, "
-            f"others {stages.get('window_others_median', float('nan')):.3f}]")
+            f"others {stages.get('window_others_median', float('nan')):.3f}, "
+            f"other runs/ms {stages.get('window_other_runs_per_ms_median', float('nan')):.2f}]")
 
 
 def main() -> int:

@@ -34,7 +34,7 @@ from typing import Any
 
 from . import protocol
 from .command_pipes import FEW_CORES
-from .host_usage import CpuClock, RestCpu, serving_thread_ns
+from .host_usage import CpuClock, RestCpu, other_runs, serving_thread_ns
 from .protocol import GATE_PAGE_BYTES, MARK_OFFSET, MAX_REPLY_BYTES, RUNNER_FILES, ProtocolError
 from .sandbox import (SandboxPolicy, confine_policy, kill_group, report_confinement,
                       spawn_sandboxed)
@@ -184,18 +184,20 @@ class RunnerProcess:
             self._stopped = self._settled = False
 
     def rest_cpu(self) -> RestCpu:
-        """``cpu_at_rest``, with the trusted time of that read and the serving thread's own CPU
-        nanoseconds read in the same stop, after it (``host_usage.serving_thread_ns``; -1 where
-        not read), so that the /proc read it takes falls after the time of the read."""
+        """``cpu_at_rest``, with the trusted time of that read, and the serving thread's own CPU
+        nanoseconds and the other threads' runs read in the same stop, after it
+        (``host_usage.serving_thread_ns``, ``other_runs``; -1 where not read), so that the /proc
+        reads they take fall after the time of the read."""
         running = not self._stopped
         if running:
             self._stop()
         self.settle()
         total, at_s = self.cpu.ns(), time.perf_counter()
         serving = serving_thread_ns(self.proc.pid)
+        runs = other_runs(self.proc.pid)
         if running:
             self._continue()
-        return RestCpu(total, serving, at_s)
+        return RestCpu(total, serving, at_s, runs)
 
     def cpu_at_rest(self) -> int:
         """The runner's CPU clock (``cpu``, nanoseconds) read while every thread of it is stopped;

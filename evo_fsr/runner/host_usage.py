@@ -24,12 +24,16 @@ after its calls' completion mark, slow untimed or outlying calls) would dilute a
 and a shape whose median windows were all crowded would hide among other shapes.  For the same
 reason the wait for the stop after a window counts at most ``stop_credit_ms`` of the span.
 
-Measured beside it, not judged yet (forty-eighth session): the serving thread's own CPU over the
-same span (``serving_thread_ns``), so that what the runner's other threads took is read apart
-(``others_share``; ``CallTimes.runner_serving_ms``, the ``window_others_*`` stage figures). Pinned
-(cores.py), a runner's threads share one core and its total cannot pass one core, so a spinner of
-the candidate's reads as the others' share only; an honest runner's others are the CUDA driver's
-threads and the harness's arm timer.
+Beside it, the serving thread's own CPU over the same span (``serving_thread_ns``), so that what
+the runner's other threads took is read apart (``others_share``; ``CallTimes.runner_serving_ms``,
+the ``window_others_*`` stage figures) and judged as the total is, at ``EvalConfig.
+window_others_limit`` (fiftieth session). Pinned (cores.py), a runner's threads share one core and
+its total cannot pass one core, so a spinner of the candidate's shows in the others' share only;
+an honest runner's others are the CUDA driver's threads and the harness's arm timer (0.003-0.06
+of a core at the median on an H200, SECURITY.md).  Measured and not judged: how often those other
+threads were put on a CPU (``other_runs``, schedstat's run count; the ``window_other_runs_*``
+figures), the trace of a thread that wakes often for a moment, keeping a core out of deep idle at
+next to no CPU.
 
 The clock is the process's CPU clock (``clock_gettime`` on ``MAKE_PROCESS_CPUCLOCK(pid,
 CPUCLOCK_SCHED)``: every thread's time, those gone included, in nanoseconds; Linux lets any
@@ -38,6 +42,7 @@ process read it, about 1 us a read).
 from __future__ import annotations
 
 import ctypes
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -61,6 +66,7 @@ class RestCpu:
     serving_ns: int          # the serving thread's (serving_thread_ns; -1: not read)
     at_s: float              # the trusted perf_counter just after the total was read: where a span
                              # read at its end stops (a span's start is taken after the whole reading)
+    other_runs: int = -1     # the other threads' runs on a CPU so far (other_runs; -1: not read)
 
 
 class CpuClock:
@@ -92,6 +98,27 @@ def serving_thread_ns(pid: int) -> int:
         return -1
 
 
+def other_runs(pid: int) -> int:
+    """How many times the threads of runner ``pid`` other than its serving thread (tid ``pid``) have
+    been put on a CPU so far: the sum of their ``/proc/<pid>/task/<tid>/schedstat`` run counts (its
+    third field, one per wake-up of a sleeping thread); -1 where the task list cannot be read.  A
+    thread gone between two reads takes its runs with it (a difference is clamped at 0 by its reader)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return -1
+    runs = 0
+    for tid in tids:
+        if tid == str(pid):
+            continue
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                runs += int(f.read().split()[2])
+        except (OSError, ValueError, IndexError):
+            continue                # gone since the listing
+    return runs
+
+
 def others_share(runner_cpu_ms: float, serving_ms: float, span_ms: float) -> float | None:
     """The cores per second of a window's span that the runner's threads other than its serving
     thread took (None: not read)."""
@@ -121,16 +148,16 @@ def flagged_under(cores: Sequence[float | None]) -> float | None:
     return read[int(CROWDED_SHARE * len(read))]     # more than the share over it: one past the share
 
 
-def crowded(cores: Sequence[float | None], limit: float) -> str | None:
-    """Why one shape's windows (their ``window_cores``) set the candidate aside at ``limit``
-    (``flagged_under``), or None."""
+def crowded(cores: Sequence[float | None], limit: float, what: str = "of the host's cores") -> str | None:
+    """Why one shape's windows (their ``window_cores``, or their ``others_share``, ``what`` saying
+    which) set the candidate aside at ``limit`` (``flagged_under``), or None."""
     under = flagged_under(cores)
     if under is None or limit >= under:
         return None
     read = [c for c in cores if c is not None]
-    return (f"{sum(c > limit for c in read)} of {len(read)} windows took over {limit:g} of the host's cores "
+    return (f"{sum(c > limit for c in read)} of {len(read)} windows took over {limit:g} {what} "
             f"(median {statistics.median(read):.2f}, most {max(read):.2f})")
 
 
-__all__ = ["CROWDED_SHARE", "STOP_CREDIT_MS", "CpuClock", "RestCpu", "crowded", "flagged_under", "others_share",
-           "serving_thread_ns", "stop_credit_ms", "window_cores"]
+__all__ = ["CROWDED_SHARE", "STOP_CREDIT_MS", "CpuClock", "RestCpu", "crowded", "flagged_under", "other_runs",
+           "others_share", "serving_thread_ns", "stop_credit_ms", "window_cores"]

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 HOST_REDRAW_MAX_MS = 5.0
 #: a device draw slower than this (a generator that loops in Python, say) is not used per call
 DEVICE_REDRAW_MAX_MS = 10.0
+#: timed draws at most, the fastest counted (``_fastest_draw_ms``)
+DRAW_TIMINGS = 3
 #: elements of each buffer compared between a device draw and a host draw
 CHECK_ELEMENTS = 1 << 20
 #: quantiles compared, and how far apart they may lie as a share of the host's 1 %..99 % spread
@@ -127,6 +129,22 @@ def _integer_range_mismatch(host: np.ndarray, draw: np.ndarray) -> str | None:
     return None
 
 
+def _fastest_draw_ms(xp: Any, device_draw: Callable[[], dict[str, Any]]) -> float:
+    """The fastest of up to ``DRAW_TIMINGS`` draws after the first (which compiles kernels),
+    stopping at the first within ``DEVICE_REDRAW_MAX_MS``: a draw's cost, not one host stall's
+    (a 1.4 ms draw once read 10.5 ms on an H200 and left a shape with fixed base sets)."""
+    fastest_ms = float("inf")
+    for _ in range(DRAW_TIMINGS):
+        started = time.perf_counter()
+        device_draw()
+        if hasattr(xp, "cuda"):
+            xp.cuda.get_current_stream().synchronize()
+        fastest_ms = min(fastest_ms, (time.perf_counter() - started) * 1e3)
+        if fastest_ms <= DEVICE_REDRAW_MAX_MS:
+            break
+    return fastest_ms
+
+
 def choose_redraw(task: Task, shape: Shape, xp: Any, host_sample: dict[str, Any], host_ms: float,
                   device_draw: Callable[[], dict[str, Any]]) -> str:
     """``device``, ``host`` or ``fixed`` (the module's docstring) for one benchmark shape:
@@ -136,11 +154,7 @@ def choose_redraw(task: Task, shape: Shape, xp: Any, host_sample: dict[str, Any]
     if xp is not np and task.timed_inputs == "mix":
         try:
             problem = distribution_mismatch(host_sample, device_draw())
-            started = time.perf_counter()          # the second draw: the first compiles kernels
-            device_draw()
-            if hasattr(xp, "cuda"):
-                xp.cuda.get_current_stream().synchronize()
-            device_ms = (time.perf_counter() - started) * 1e3
+            device_ms = _fastest_draw_ms(xp, device_draw)
             if problem is None and device_ms <= DEVICE_REDRAW_MAX_MS:
                 log.debug("%s %s: every timed call drawn on the device (%.2f ms a draw)", task.name,
                           shape.label, device_ms)
@@ -159,4 +173,4 @@ def choose_redraw(task: Task, shape: Shape, xp: Any, host_sample: dict[str, Any]
     return "fixed"
 
 
-__all__ = ["DEVICE_REDRAW_MAX_MS", "HOST_REDRAW_MAX_MS", "choose_redraw", "distribution_mismatch"]
+__all__ = ["DEVICE_REDRAW_MAX_MS", "DRAW_TIMINGS", "HOST_REDRAW_MAX_MS", "choose_redraw", "distribution_mismatch"]

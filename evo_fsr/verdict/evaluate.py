@@ -55,6 +55,11 @@ CHAIN_WINDOWS_ENV = "EVO_FSR_CHAIN_WINDOWS"
 #: is room for the CUDA driver's own threads. On an H200 (2026-12-03) honest runners read at
 #: most 1.10 in any window and no shape of theirs was crowded over 1.00 (SECURITY.md)
 WINDOW_CORES_LIMIT = 1.25
+#: the runner's threads but the serving one (host_usage.others_share): the CUDA driver's threads and
+#: the harness's arm timer in an honest runner. On an H200 (2026-12-04) honest seeds and legitimate
+#: cases read 0.003-0.059 at the median (most 0.117 in any window); the spinners of suite v4, at
+#: the serving thread's priority since confine.py refuses scheduling changes, 0.22-0.99 (SECURITY.md)
+WINDOW_OTHERS_LIMIT = 0.15
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,8 @@ class EvalConfig:
     window_cores_limit: float = WINDOW_CORES_LIMIT  # host CPU per window second a candidate's runner may take
                                               # (runner/host_usage.py); over it in more than a quarter of one
                                               # shape's windows: flagged:host-threads
+    window_others_limit: float = WINDOW_OTHERS_LIMIT  # of that, cores its threads but the serving one may
+                                              # take (host_usage.others_share); judged alike
     pin_runners: bool = True                  # every runner on one core of its GPU's own, the evaluator's
                                               # thread off them (runner/cores.py; EVO_FSR_PIN_RUNNERS=0 or 1
                                               # overrides; off with a warning under 4 cores a GPU, and off

@@ -87,6 +87,8 @@ class CallTimes:
     runner_span_ms: float = 0.0
     # the serving thread's own CPU over the same span (host_usage.serving_thread_ns; -1: not read)
     runner_serving_ms: float = -1.0
+    # the runner's other threads' runs on a CPU over the same span (host_usage.other_runs; -1: not read)
+    runner_other_runs: int = -1
 
 
 @dataclass(frozen=True)

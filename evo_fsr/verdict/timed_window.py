@@ -172,25 +172,29 @@ def _close_window(runner: RunnerProcess, slots: list[Slot], message: dict[str, A
     return reply, CallTimes(float(reply["event_ms"]), float(reply["event_all_ms"]), float(reply["host_ms"]),
                             (end - start) * 1e3, calls=len(slots), prep_ms=(sent - start) * 1e3,
                             send_ms=(end - sent) * 1e3, marked=marked, runner_cpu_ms=cpu[0],
-                            runner_span_ms=cpu[1], runner_serving_ms=cpu[2]), captured
+                            runner_span_ms=cpu[1], runner_serving_ms=cpu[2],
+                            runner_other_runs=cpu[3]), captured
 
 
-def cpu_span(runner: RunnerProcess, at_start: tuple[RestCpu, float], end: float) -> tuple[float, float, float]:
+def cpu_span(runner: RunnerProcess, at_start: tuple[RestCpu, float], end: float
+             ) -> tuple[float, float, float, int]:
     """The runner's CPU in ms from ``at_start`` (its clocks read at rest, every thread's and the
     serving thread's, and the trusted time of that read) to a read at rest just after ``end`` (the
     window's end), the trusted ms it was spent over (to the rest, but the wait for the stop counted
     at most ``host_usage.stop_credit_ms``: a thread held in an uninterruptible wait delays the stop
-    at no CPU and would dilute the rest), and the serving thread's CPU ms of it. (-1, 0, -1) where
-    the process's clock could not be read, the last -1 alone where the serving thread's could not.
+    at no CPU and would dilute the rest), the serving thread's CPU ms of it, and the other threads'
+    runs on a CPU in it (``host_usage.other_runs``, at least 0). (-1, 0, -1, -1) where the process's
+    clock could not be read; -1 for the serving thread's ms or the runs alone where those could not.
     Every runner is read alike, the trusted ones too (their figures are not judged), so that the
     windows of every role carry the same stops."""
     first, t_start = at_start
     last = runner.rest_cpu()
     if min(first.total_ns, last.total_ns) < 0:
-        return -1.0, 0.0, -1.0
+        return -1.0, 0.0, -1.0, -1
     span_ms = (end - t_start) * 1e3 + min((last.at_s - end) * 1e3, stop_credit_ms((end - t_start) * 1e3))
     serving_ms = (last.serving_ns - first.serving_ns) * 1e-6 if min(first.serving_ns, last.serving_ns) >= 0 else -1.0
-    return (last.total_ns - first.total_ns) * 1e-6, span_ms, serving_ms
+    runs = max(0, last.other_runs - first.other_runs) if min(first.other_runs, last.other_runs) >= 0 else -1
+    return (last.total_ns - first.total_ns) * 1e-6, span_ms, serving_ms, runs
 
 
 def _same_bytes(xp: Any, a: dict[str, Any], b: dict[str, Any]) -> bool:

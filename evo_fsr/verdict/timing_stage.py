@@ -37,7 +37,8 @@ class TimingStage:
         timings: list[ShapeTiming] = []
         charged = 0
         self.window_cores: dict[str, list[float | None]] = {}     # per shape (runner/host_usage.py)
-        self.window_others: list[float | None] = []               # its other threads' share, per window (host_usage.py)
+        self.window_others: dict[str, list[float | None]] = {}    # its other threads' share, per shape
+        self.window_other_runs: list[float] = []                  # their runs on a CPU per ms of a window's span
         self._sweep()
         with self.stages.stage("quiet"):
             self.quiet()
@@ -107,10 +108,15 @@ class TimingStage:
             # the lowest limit no shape would be set aside under (the room an honest runner leaves)
             self.stages.seconds["window_cores_flagged_under"] = max(
                 f for f in map(flagged_under, self.window_cores.values()) if f is not None)
-        others = [c for c in self.window_others if c is not None]
-        if others:      # measured, not judged (host_usage.py)
+        others = [c for per_shape in self.window_others.values() for c in per_shape if c is not None]
+        if others:
             self.stages.seconds["window_others_median"] = statistics.median(others)
             self.stages.seconds["window_others_max"] = max(others)
+            self.stages.seconds["window_others_flagged_under"] = max(
+                f for f in map(flagged_under, self.window_others.values()) if f is not None)
+        if self.window_other_runs:      # measured, not judged (host_usage.other_runs)
+            self.stages.seconds["window_other_runs_per_ms_median"] = statistics.median(self.window_other_runs)
+            self.stages.seconds["window_other_runs_per_ms_max"] = max(self.window_other_runs)
         if not cores and self.window_cores:
             log.warning("the runner's CPU clock could not be read in any window: threads that keep the host "
                         "awake are not judged (runner/host_usage.py)")
@@ -121,6 +127,13 @@ class TimingStage:
                 return (f"timing not credible: on {label}, {why}; an honest runner serves with one thread, and "
                         f"threads of its own that keep the host's cores awake shorten the host steps of its "
                         f"windows against the twin's and the baseline's")
+        limit = self.cfg.window_others_limit
+        for label, per_shape in self.window_others.items():
+            why = crowded(per_shape, limit, "of a core in threads but the serving one")
+            if why is not None:
+                return (f"timing not credible: on {label}, {why}; an honest runner's other threads (the CUDA "
+                        f"driver's) take next to none, and threads of its own that keep its core awake shorten "
+                        f"the host steps of its windows against the twin's and the baseline's")
         return None
 
     def _timing_round(self, sb: Any, slots: list[Any], shape: Shape, xp: Any, baseline: RunnerProcess,
@@ -210,7 +223,10 @@ class TimingStage:
         inputs, seed = sb.window_inputs(slots)
         times, captured = self._timed(slots, inputs, command_s, chain_seed=seed)
         self.window_cores.setdefault(shape.label, []).append(window_cores(times.runner_cpu_ms, times.runner_span_ms))
-        self.window_others.append(others_share(times.runner_cpu_ms, times.runner_serving_ms, times.runner_span_ms))
+        self.window_others.setdefault(shape.label, []).append(
+            others_share(times.runner_cpu_ms, times.runner_serving_ms, times.runner_span_ms))
+        if times.runner_other_runs >= 0 and times.runner_span_ms > 0:
+            self.window_other_runs.append(times.runner_other_runs / times.runner_span_ms)
         if seed is not None:
             inputs = chained_inputs(self.task, inputs[0], captured, xp)
         with self.stages.stage("timed_check"):

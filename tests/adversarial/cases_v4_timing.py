@@ -353,6 +353,14 @@ AWAKE_MODES: dict[str, tuple[str, str, str, str, str]] = {
     "one_core_under_the_limit": ("keeps_one_core_awake_a_fifth_of_its_windows", "1", "20", "0.2",
                                  "one SCHED_IDLE thread that spins 20 us in every 100 us (a fifth of a core, "
                                  "under the 1.25 limit)"),
+    # at next to no CPU: a core woken every ~50-100 us (usleep's timer slack) never reaches a deep idle state,
+    # and a fiftieth of a core stays far under the others-share limit (host_usage.others_share, 0.15)
+    "one_core_wakeups": ("wakes_its_core_every_50_us_through_its_windows", "1", "1", "0.02",
+                         "one thread that spins 1 us in every 50 us (a fiftieth of a core, under the limits on "
+                         "the runner's cores and on its other threads' share)"),
+    "every_core_wakeups": ("wakes_every_core_every_50_us_through_its_windows", "cpus", "1", "(0.02 * cpus)",
+                           "one thread per core that spins 1 us in every 50 us (pinned, all of them on the "
+                           "runner's one core)"),
 }
 
 
@@ -361,19 +369,18 @@ AWAKE_MODES: dict[str, tuple[str, str, str, str, str]] = {
 UNPINNED_HOLES = {
     "one_core_under_the_limit": (
         "runners not pinned: a fifth of a core of spinning stays under the 1.25-core limit (host_usage.py) and "
-        "read x1.64 against the honest seed's x1.40 on an H200 (forty-seventh session); pinned, x1.07"),
+        "read x1.64 against the honest seed's x1.40 on an H200 (forty-seventh session); pinned, x1.07. Its "
+        "spinner's fifth of a core is over the others-share limit (0.15, host_usage.others_share, judged since "
+        "the fiftieth session), which should flag it unpinned too: not yet run unpinned on a GPU"),
 }
-#: the modes that gained pinned too, on the default config (so xfail wherever the suite runs)
-PINNED_HOLES = {
-    "one_core_under_the_limit": (
-        "pinned, its SCHED_IDLE spinner on the runner's one core: x1.07 against the honest x1.42 in the "
-        "forty-seventh session's run, x1.67 against x1.42 in the forty-eighth's (H200, the default config, "
-        "window cores 0.89 against the honest 0.92): a shallower idle state of the runner's own core between its "
-        "steps. Since then confine.py refuses every scheduling-policy and priority change (_SCHEDULING), so such a "
-        "thread runs at the serving thread's priority and takes its time from it; not yet run on a GPU. The "
-        "share of the runner's threads but the serving one is measured beside the window cores "
-        "(host_usage.others_share), not judged yet"),
-}
+#: the modes that gained pinned too, on the default config (so xfail wherever the suite runs). None now:
+#: one_core_under_the_limit, pinned, read x1.07 against the honest x1.42 (forty-seventh session) and x1.67
+#: against x1.42 (forty-eighth) with its thread at SCHED_IDLE; with confine.py refusing scheduling changes
+#: (_SCHEDULING) its thread runs at the serving thread's priority and takes its time from it: x1.04 against
+#: x1.40 in suite v4 and x1.03-x1.07 against x1.38-x1.41 in four rounds of probe_rounds.py (H200, 2026-12-04,
+#: head c57da4b), others share 0.221 against the legitimate cases' 0.003-0.059, so the others limit
+#: (0.15, host_usage.others_share) now flags it as well
+PINNED_HOLES: dict[str, str] = {}
 
 
 def awake_host(mode: str = "every_core") -> CaseV3:

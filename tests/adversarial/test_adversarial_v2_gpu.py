@@ -131,7 +131,11 @@ def credit_note(result: EvalResult) -> str:
     cores = (f", window cores {seconds['window_cores_median']:.2f} (most {seconds['window_cores_max']:.2f}, "
              f"flagged under {seconds['window_cores_flagged_under']:.2f})" if "window_cores_median" in seconds else "")
     if "window_others_median" in seconds:     # the runner's threads but the serving one (host_usage.py)
-        cores += f", others {seconds['window_others_median']:.3f} (most {seconds['window_others_max']:.3f})"
+        cores += (f", others {seconds['window_others_median']:.3f} (most {seconds['window_others_max']:.3f}, "
+                  f"flagged under {seconds['window_others_flagged_under']:.3f})")
+    if "window_other_runs_per_ms_median" in seconds:     # their runs on a CPU (host_usage.other_runs)
+        cores += (f", other runs/ms {seconds['window_other_runs_per_ms_median']:.2f} "
+                  f"(most {seconds['window_other_runs_per_ms_max']:.2f})")
     return (f"  [{terms}; charged {counters.get('charged_shapes', 0)}, "
             f"fresh pools {counters.get('fresh_pools', 0)}{cores}]")
 

@@ -411,7 +411,8 @@ def test_a_runner_runs_only_while_it_serves_a_command(evaluator, monkeypatch):
 
     import os
     monkeypatch.setattr(harness.RunnerProcess, "settle", settle_and_watch)
-    result = judge_with(evaluator, kernels.SPINNER, window_cores_limit=100.0)    # its CPU in windows: below
+    result = judge_with(evaluator, kernels.SPINNER, window_cores_limit=100.0,    # its CPU in windows: below
+                        window_others_limit=100.0)
     assert result.status is Status.OK, result.summary
     assert dict(result.counters).get("unsettled") == 0
     assert len(idle_ticks) == 4 and idle_ticks == [0, 0, 0, 0], idle_ticks
@@ -444,6 +445,22 @@ def test_threads_that_keep_the_host_busy_through_the_windows_are_flagged(slow_ev
     assert others["honest"] < 0.1 < 0.3 < others["spinners"], others
 
 
+def test_threads_but_the_serving_one_are_judged_by_their_share(slow_evaluator):
+    """With the limit on the runner's whole CPU out of the way (as where the runner is pinned and
+    its threads cannot pass one core, runner/cores.py), the spinners' threads are still set aside by
+    their own share of the windows (host_usage.others_share, EvalConfig.window_others_limit) while
+    the honest sleeper at the same limit is OK.  Fails if the others' share is measured and not
+    judged, or is judged over the whole run rather than shape by shape with the crowded rule."""
+    honest = judge_with(slow_evaluator, kernels.SLOW_BASELINE, window_cores_limit=100.0, pin_runners=False)
+    assert honest.status is Status.OK, honest.summary
+    result = judge_with(slow_evaluator, kernels.SPINNERS, window_cores_limit=100.0, pin_runners=False)
+    assert result.status is Status.FLAGGED and result.rejection == "flagged:host-threads", result.summary
+    assert "threads but the serving one" in result.summary, result.summary
+    seconds = dict(result.stage_seconds)
+    assert seconds["window_others_flagged_under"] > EvalConfig().window_others_limit, seconds
+    assert dict(honest.stage_seconds)["window_others_flagged_under"] < EvalConfig().window_others_limit
+
+
 def test_a_pinned_runner_keeps_every_thread_on_its_one_core(slow_evaluator, monkeypatch):
     """With the runners pinned (runner/cores.py; the default), every thread of the candidate's runner, its four
     spinners included, may run on the one core of its plan and nowhere else, and its windows can
@@ -469,7 +486,7 @@ def test_a_pinned_runner_keeps_every_thread_on_its_one_core(slow_evaluator, monk
         return settled
 
     monkeypatch.setattr(harness.RunnerProcess, "settle", settle_and_look)
-    result = judge_with(slow_evaluator, kernels.SPINNERS, window_cores_limit=100.0)
+    result = judge_with(slow_evaluator, kernels.SPINNERS, window_cores_limit=100.0, window_others_limit=100.0)
     assert result.status is Status.OK, result.summary
     assert seen and all(masks == {frozenset({core})} for masks in seen.values()), seen
     assert _window_cores(result) <= 1.1

@@ -11,7 +11,8 @@ import pytest
 
 from evo_fsr.runner.harness import RunnerProcess
 from evo_fsr.runner.host_usage import (CROWDED_SHARE, STOP_CREDIT_MS, CpuClock, crowded, flagged_under,
-                                       stop_credit_ms, window_cores)
+                                       other_runs, others_share, serving_thread_ns, stop_credit_ms,
+                                       window_cores)
 
 BUSY = ("import threading, time\n"          # {s} s of the thread's own CPU, however busy the machine
         "def spin():\n"
@@ -147,3 +148,41 @@ def test_the_serving_threads_clock_leaves_out_the_other_threads():
     share = others_share(total_ms, serving_ms, span_ms)
     assert share is not None and share > 0.5, share
     assert others_share(total_ms, -1.0, span_ms) is None and others_share(-1.0, serving_ms, span_ms) is None
+
+
+WAKER = ("import threading, time\n"       # a thread that wakes every millisecond, at next to no CPU
+         "def wake():\n"
+         "    while True: time.sleep(1e-3)\n"
+         "threading.Thread(target=wake, daemon=True).start()\n"
+         "time.sleep(60)\n")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's /proc schedstat")
+def test_other_runs_count_the_wake_ups_of_threads_but_the_serving_one():
+    """Fails if the serving thread's runs are counted, or the wrong field is read (the CPU
+    nanoseconds would read as millions, the wait as zero): a thread that sleeps a millisecond at a
+    time is put on a CPU hundreds of times in half a second, while the serving thread, asleep,
+    is not, and a process with no other thread reads none."""
+    waker = subprocess.Popen([sys.executable, "-c", WAKER])
+    alone = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(1.0)                                     # both started
+        first, lone = other_runs(waker.pid), other_runs(alone.pid)
+        serving = serving_thread_ns(waker.pid)
+        time.sleep(0.5)
+        runs = other_runs(waker.pid) - first
+        assert 100 < runs < 5000, runs                      # ~500 wake-ups, however slow the timer
+        assert lone == other_runs(alone.pid) == 0
+        assert serving_thread_ns(waker.pid) == serving      # the sleeping main thread did not run
+    finally:
+        for p in (waker, alone):
+            p.kill()
+            p.wait()
+    assert other_runs(waker.pid) == -1
+
+
+def test_others_share_is_the_runner_less_its_serving_thread():
+    assert others_share(3.0, 1.0, 4.0) == pytest.approx(0.5)
+    assert others_share(1.0, 1.2, 4.0) == 0.0               # clocks read a moment apart: never below 0
+    assert others_share(-1.0, 1.0, 4.0) is None and others_share(1.0, -1.0, 4.0) is None
+    assert others_share(1.0, 1.0, 0.0) is None
